@@ -1,0 +1,54 @@
+# Two commands set everything up on a fresh machine: `make quickstart` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.mdlm_kit-installed
+export GRADIO_ANALYTICS_ENABLED := False
+export MPLBACKEND := Agg
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: install quickstart test test-fast pytest nbtest check-sync readme clean-nbs bench help
+
+help:
+	@echo "make quickstart  - set up .venv, train the small default MDLM on the embedded corpus, print samples"
+	@echo "make test        - set up .venv, run pytest (incl. slow), nbdev-test, and the notebook/library/README sync check"
+	@echo "make test-fast   - the same without the slow end-to-end tests"
+	@echo "make readme      - regenerate README.md from nbs/index.ipynb"
+	@echo "make bench       - run the benchmarks in bench/"
+
+# pip's "Location ... is ignored" lines are noise from this machine's index configuration
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]" 2> >(grep -v "is ignored" >&2)
+	@touch $@
+
+install: $(STAMP)
+
+quickstart: install
+	$(BIN)/mdlm-kit quickstart
+
+test: install pytest nbtest check-sync
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(MAKE) nbtest check-sync
+
+pytest: install
+	$(BIN)/python -m pytest -q -ra tests
+
+nbtest: install
+	$(BIN)/nbdev-test --n-workers 2 --timing
+
+check-sync: install
+	bash tools/check_sync.sh
+
+readme: install
+	$(BIN)/python tools/make_readme.py
+
+clean-nbs: install
+	$(BIN)/nbdev-export && $(BIN)/nbdev-clean
+
+bench: install
+	$(BIN)/python bench/train_step.py

@@ -1,0 +1,66 @@
+import os
+os.environ.setdefault("MPLBACKEND", "Agg")
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+import json
+from pathlib import Path
+import pytest
+import torch
+
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+TINY = """name = "tiny"
+device = "cpu"
+precision = "fp32"
+
+[model]
+n_layer = 1
+n_head = 2
+d_model = 32
+max_seq_len = 32
+
+[data]
+corpus = "{corpus}"
+tokenizer_vocab_size = 400
+block_size = 32
+val_fraction = 0.1
+
+[training]
+max_steps = 6
+warmup_steps = 1
+batch_size = 4
+gradient_accumulation_steps = 2
+learning_rate = 0.003
+min_lr = 0.0003
+log_interval = 1
+eval_interval = 3
+eval_batches = 1
+eval_noise_levels = 2
+save_interval = 2
+keep_last = 2
+"""
+
+@pytest.fixture(scope="session")
+def corpus_file(tmp_path_factory) -> Path:
+    "About 80 KB of real English: Python's reference topics."
+    import pydoc_data.topics
+    topics = pydoc_data.topics.topics
+    p = tmp_path_factory.mktemp("corpus") / "topics.txt"
+    p.write_text("\n\n".join(topics[k] for k in sorted(topics)[:20]), encoding="utf-8")
+    return p
+
+@pytest.fixture
+def tiny_config(tmp_path, corpus_file) -> Path:
+    p = tmp_path / "tiny.toml"
+    p.write_text(TINY.format(corpus=corpus_file))
+    return p
+
+def read_events(run_dir: Path, kind: str | None = None) -> list[dict]:
+    evs = [json.loads(l) for l in (Path(run_dir) / "events.jsonl").read_text().splitlines() if l.strip()]
+    return [e for e in evs if kind is None or e["event"] == kind]
+
+def tree_digest(path: Path) -> dict:
+    "Contents of every file under `path`, to prove that a failed command changed nothing."
+    import hashlib
+    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(Path(path).rglob("*")) if p.is_file()}
