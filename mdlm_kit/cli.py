@@ -6,13 +6,12 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/cli.html.md"""
 
 # %% ../nbs/09_cli.ipynb #0fc77049
 from __future__ import annotations
-import argparse, json, os, sys
+import argparse, json, sys
 from pathlib import Path
-import torch
 from .checkpoint import CheckpointError
 from .config import ConfigError, ExperimentConfig, apply_overrides, load_config
 from .data import DataError, prepare_data
-from .device import autocast, resolve_device, resolve_precision
+from .device import resolve_device
 from .tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
 from .model import DiffusionTransformer
 from .diffusion import text_elbo

@@ -135,9 +135,9 @@ class Trainer:
         "After a resume, drop events logged after the checkpoint (they will be produced again)."
         p = self.out / "events.jsonl"
         if not p.exists(): return
-        keep = [l for l in p.read_text().splitlines() if l.strip() and json.loads(l).get("step", 0) <= self.step
-                or (l.strip() and json.loads(l)["event"] in ("start", "resume"))]
-        atomic_write_text(p, "\n".join(keep) + ("\n" if keep else ""))
+        events = [json.loads(l) for l in p.read_text().splitlines() if l.strip()]
+        keep = [e for e in events if e["event"] in ("start", "resume") or e.get("step", 0) <= self.step]
+        atomic_write_text(p, "".join(json.dumps(e) + "\n" for e in keep))
 
     def evaluate(self) -> dict:
         "The deterministic ELBO bound on the fixed validation batches; training RNG untouched."
