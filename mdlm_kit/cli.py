@@ -1,4 +1,4 @@
-"""`mdlm-kit quickstart | prepare | train | sample | eval`: the scripted entry points, each a thin layer over the library.
+"""`mdlm-kit quickstart | prepare | train | sample | eval` (and the drafter commands: `make-chat-data | hidden-states | train-dflash`): the scripted entry points, each a thin layer over the library.
 
 Docs: https://mdlm-kit.github.io/mdlm_kit/cli.html.md"""
 
@@ -164,6 +164,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--levels", type=int, default=16, help="noise levels of the quadrature")
     p.add_argument("--repeats", type=int, default=1, help="independent mask draws per level")
     p.add_argument("--device", help="auto, cpu, cuda or mps"); p.set_defaults(fn=cmd_eval)
+
+    from mdlm_kit.draft_cli import add_draft_commands  # drafter commands live with the drafters
+    add_draft_commands(sub)
     return ap
 
 def main(argv: list[str] | None = None) -> int:

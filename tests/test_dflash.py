@@ -1,0 +1,158 @@
+"DFlash drafter: masks, anchors, weights, chat masks, online = offline, exact resume, and bad input."
+import json
+from dataclasses import replace
+from pathlib import Path
+import pytest
+import torch
+from mdlm_kit.chat_data import ChatDataError, build_chat_dataset, load_conversations, tokenize_conversation
+from mdlm_kit.checkpoint import CheckpointError
+from mdlm_kit.dflash import (DFlashConfig, DFlashError, dflash_attention_mask, dflash_blocks, dflash_position_weights,
+                             sample_anchors)
+from mdlm_kit.draft_train import DraftTrainConfig, DraftTrainer, resolve_mask_token_id
+from mdlm_kit.features import FeaturesError, HiddenStates, save_hidden_states
+from mdlm_kit.targets import TargetError, tiny_target, tiny_tokenizer
+
+# SmolLM2-135M-Instruct's chat template (from its GGUF metadata): no {% generation %} tags, a default system prompt
+SMOLLM2_TEMPLATE = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+                    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+                    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+                    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+def reference_mask(anchors, keep, S, bs):
+    "The DFlash rule written as plain loops."
+    B, N = len(anchors), len(anchors[0])
+    m = torch.zeros(B, N * bs, S + N * bs, dtype=torch.bool)
+    for b in range(B):
+        for q in range(N * bs):
+            n = q // bs
+            for kv in range(S + N * bs):
+                if not keep[b][n]: continue
+                m[b, q, kv] = (kv < S and kv < anchors[b][n]) or (kv >= S and (kv - S) // bs == n)
+    return m
+
+
+def test_block_mask_matches_reference():
+    anchors, keep = [[0, 3, 6], [2, 2, 0]], [[True, True, True], [True, True, False]]
+    got = dflash_attention_mask(torch.tensor(anchors), torch.tensor(keep), 8, 3)
+    assert torch.equal(got, reference_mask(anchors, keep, 8, 3))
+    # context strictly before the anchor: the block at anchor 3 sees positions 0, 1, 2 and not 3
+    assert got[0, 3, :8].tolist() == [True, True, True, False, False, False, False, False]
+
+
+def test_anchors_only_on_supervised_pairs_and_padding_invariant():
+    lm = torch.tensor([[0, 0, 1, 1, 1, 0, 1, 1, 0, 1]])
+    for seed in range(20):
+        a, k = sample_anchors(lm, 3, [seed])
+        for p in a[0][k[0]].tolist(): assert lm[0, p] == 1 and lm[0, p + 1] == 1
+    padded = torch.cat([lm, torch.zeros(1, 6, dtype=torch.long)], 1)
+    batch = torch.cat([padded, torch.ones(1, 16, dtype=torch.long)])
+    a1, k1 = sample_anchors(lm, 8, [5]); a2, k2 = sample_anchors(batch, 8, [5, 6])
+    assert a1[0][k1[0]].tolist() == a2[0][k2[0]].tolist() == [2, 3, 6]
+
+
+def test_labels_same_position_and_weights_by_hand():
+    x = torch.tensor([[10, 11, 12, 13, 14]]); lm = torch.tensor([[0, 1, 1, 1, 1]])
+    blk = dflash_blocks(x, lm, torch.tensor([[1]]), torch.tensor([[True]]), 4, mask_token_id=0)
+    assert blk["noise_ids"].tolist() == [[11, 0, 0, 0]] and blk["labels"].tolist() == [[[11, 12, 13, 14]]]
+    assert blk["valid"].tolist() == [[[False, True, True, True]]]
+    w, den = dflash_position_weights(blk["valid"], "dflash", gamma=4.0)
+    assert torch.allclose(w, torch.tensor([[[0.0, 1.0, 0.7788007830714049, 0.6065306597126334]]], dtype=w.dtype))
+    q = torch.tensor([[[0.3, 0.5, 0.5, 0.5]]], dtype=torch.float64)
+    w, den = dflash_position_weights(blk["valid"], "dpace", q=q, alpha=0.0)
+    # alpha = 0: P = (.5, .25, .125); w_j = sum_{m>=j} P_m
+    assert torch.allclose(w[0, 0], torch.tensor([0.0, 0.875, 0.375, 0.125], dtype=torch.float64)) and float(den) == 1.0
+
+
+@pytest.mark.parametrize("template", ["generation", "smollm2"])
+def test_assistant_only_loss_mask(template):
+    tok = tiny_tokenizer() if template == "generation" else tiny_tokenizer(chat_template=SMOLLM2_TEMPLATE)
+    conv = [{"role": "user", "content": "What is a dict?"}, {"role": "assistant", "content": "A mapping."},
+            {"role": "user", "content": "Ordered?"}, {"role": "assistant", "content": "Yes, by insertion."}]
+    s = tokenize_conversation(tok, conv)
+    assert tok.decode(s["input_ids"][s["loss_mask"].bool()]) == "A mapping.<|im_end|>Yes, by insertion.<|im_end|>"
+    if template == "smollm2": assert "You are a helpful AI assistant" in tok.decode(s["input_ids"])
+
+
+def _chat_file(path: Path, n: int = 10, answer_chars: int = 400):
+    import pydoc_data.topics
+    t = pydoc_data.topics.topics
+    with open(path, "w") as f:
+        for i, k in enumerate(sorted(t)[:n]):
+            f.write(json.dumps({"id": f"c{i}", "conversations": [{"role": "user", "content": f"Explain {k}."},
+                                                                  {"from": "gpt", "value": t[k][:answer_chars]}]}) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny")
+    tgt = tiny_target("qwen3", num_layers=5)
+    tgt.model.save_pretrained(d / "target"); tgt.tokenizer.save_pretrained(d / "target")
+    return tgt, _chat_file(d / "chat.jsonl"), d
+
+
+def _cfg(chat, **kw):
+    base = dict(train_data_path=str(chat), block_size=4, num_feature_layers=2, num_anchors=6, batch_size=2,
+                gradient_accumulation_steps=2, num_epochs=2, log_interval=1, eval_interval=100, save_interval=2,
+                device="cpu", precision="fp32", seed=3, learning_rate=3e-3)
+    base.update(kw)
+    return DraftTrainConfig(**base)
+
+
+def _events(run, kind):
+    return [json.loads(l) for l in (Path(run) / "events.jsonl").read_text().splitlines() if json.loads(l)["event"] == kind]
+
+
+def test_online_and_offline_give_the_same_loss(tiny, tmp_path):
+    tgt, chat, d = tiny
+    on = DraftTrainer(_cfg(chat, target_model_path=str(d / "target")), tmp_path / "on", target=tgt, progress=False, log=lambda *a: None)
+    feats = tmp_path / "feats"
+    save_hidden_states(tgt, on.train_set, on.recipe.layer_ids, feats, dtype="fp32", shard_size=4, progress=False)
+    off = DraftTrainer(_cfg(chat, target_model_path=str(d / "target"), train_data_path="", train_hidden_states_path=str(feats)),
+                       tmp_path / "off", progress=False, log=lambda *a: None)
+    assert off.target is None and len(off.train_set) == len(on.train_set)
+    r_on, r_off = on.train_step(), off.train_step()
+    assert r_on["loss"] == pytest.approx(r_off["loss"], rel=1e-5)
+    for (n, a), (_, b) in zip(on.model.state_dict().items(), off.model.state_dict().items()):
+        assert torch.allclose(a, b, atol=1e-5), n
+
+
+def test_resume_continues_exactly(tiny, tmp_path):
+    tgt, chat, _ = tiny
+    quiet = dict(target=tgt, progress=False, log=lambda *a: None)
+    full = DraftTrainer(_cfg(chat), tmp_path / "full", **quiet); full.run()
+    part = DraftTrainer(_cfg(chat), tmp_path / "part", max_run_steps=2, **quiet); r = part.run()
+    assert not r["completed"]
+    DraftTrainer(_cfg(chat), tmp_path / "part", resume=True, **quiet).run()
+    la = [e["loss"] for e in _events(tmp_path / "full", "train")]; lb = [e["loss"] for e in _events(tmp_path / "part", "train")]
+    assert len(la) == full.total_steps >= 4 and la == lb
+    wa = torch.load(full.ckpts.latest(), weights_only=True)["model"]
+    wb = torch.load(DraftTrainer(_cfg(chat), tmp_path / "part", resume=True, **quiet).ckpts.latest(), weights_only=True)["model"]
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    with pytest.raises(CheckpointError, match="block_size"):
+        DraftTrainer(_cfg(chat, block_size=8), tmp_path / "part", resume=True, **quiet)
+
+
+def test_bad_inputs(tiny, tmp_path):
+    tgt, chat, d = tiny
+    with pytest.raises(TargetError, match="ids run from 0 to 4"): tgt(torch.tensor([[1, 2]]), layer_ids=[7])
+    with pytest.raises(DFlashError, match="out of range"): DFlashConfig.from_target(tgt.config, 0, target_layer_ids=[9])
+    with pytest.raises(DFlashError, match="outside the target's vocabulary"): resolve_mask_token_id("99999", tgt.tokenizer, tgt.vocab_size)
+    with pytest.raises(DFlashError, match="outside the target vocabulary"):
+        DFlashConfig.from_target(tgt.config, mask_token_id=tgt.vocab_size + 5)
+    (tmp_path / "noasst.jsonl").write_text('{"conversations": [{"role": "user", "content": "hi"}]}\n')
+    with pytest.raises(ChatDataError, match="no conversation"): load_conversations(tmp_path / "noasst.jsonl")
+    plain = tiny_tokenizer(chat_template="{% for m in messages %}{{ m['content'] }}\n{% endfor %}")
+    with pytest.raises(ChatDataError, match="assistant"):
+        tokenize_conversation(plain, [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
+    # a block size the data cannot fill: every sample has fewer than 2 x block size supervised tokens
+    with pytest.raises(ChatDataError, match="--block-size"):
+        DraftTrainer(_cfg(chat, block_size=512), tmp_path / "big", target=tgt, progress=False, log=lambda *a: None)
+    feats = tmp_path / "f"
+    data = build_chat_dataset(chat, tgt.tokenizer, 128)
+    save_hidden_states(tgt, data[:3], [0, 1], feats, dtype="fp32", progress=False)
+    with pytest.raises(FeaturesError, match="--layers"): HiddenStates(feats).check([1, 3])
+    with pytest.raises(FeaturesError, match="--layers"):
+        DraftTrainer(_cfg(chat, train_data_path="", train_hidden_states_path=str(feats)), tmp_path / "o", target=tgt,
+                     progress=False, log=lambda *a: None)
