@@ -275,13 +275,14 @@ class DFlashDraftModel(nn.Module):
 
 # %% ../nbs/12_dflash.ipynb #214eab3b
 def block_metrics(ce: torch.Tensor, correct: torch.Tensor, valid: torch.Tensor) -> dict:
-    "Sums per slot (for accuracy and loss by position) and the simulated acceptance length of each kept block."
+    "Sums per drafted slot 1..bs-1 (for accuracy and loss by position) and the simulated acceptance length of each kept block."
     v = valid.float()
     ok = (correct | ~valid)[..., 1:].float()
     accepted = (torch.cumprod(ok, -1) * v[..., 1:]).sum(-1)          # drafts accepted before the first miss
     has = valid[..., 1:].any(-1)
-    return {"slot_correct": (correct.float() * v).sum((0, 1)).detach(), "slot_count": v.sum((0, 1)).detach(),
-            "slot_ce": (ce.detach() * v).sum((0, 1)), "tau_sum": (accepted + 1)[has].sum().detach(), "n_blocks": has.sum().detach()}
+    # slot 0 is the given anchor: positions 1..bs-1 are the drafted ones
+    return {"pos_correct": (correct.float() * v).sum((0, 1))[1:].detach(), "pos_count": v.sum((0, 1))[1:].detach(),
+            "pos_ce": (ce.detach() * v).sum((0, 1))[1:], "tau_sum": (accepted + 1)[has].sum().detach(), "n_blocks": has.sum().detach()}
 
 def dflash_forward(draft: DFlashDraftModel, tables, input_ids, loss_mask, target_hidden, anchors, keep,
                    loss_type: str = "dflash", gamma: float | None = None, alpha: float = 0.5, backend: str | None = None) -> dict:
