@@ -14,7 +14,7 @@ from .dflash import build_target_layer_ids
 
 # %% auto #0
 __all__ = ['DFLASH_ONLY', 'EAGLE3_ONLY', 'EAGLE3_DEFAULTS', 'add_config_flags', 'config_from_args', 'cmd_train_draft',
-           'cmd_make_chat_data', 'cmd_hidden_states', 'add_draft_commands']
+           'cmd_make_chat_data', 'cmd_hidden_states', 'cmd_speculate', 'add_draft_commands']
 
 # %% ../nbs/16_draft_cli.ipynb #357a1d7b
 _HELP = {
@@ -48,6 +48,7 @@ _HELP = {
     "optimizer_type": "adamw, or adamw_8bit (bitsandbytes, CUDA)",
     "fp32_params": "keep fp32 master weights under bf16 autocast (--no-fp32-params casts the drafter to bf16)",
     "ckpt_dir": "start from this saved drafter directory (fine-tuning)",
+    "feature_scaled_init": "initialise the feature projection per input dimension from the first batch's scale (--no-feature-scaled-init: plain N(0, 0.02))",
     "profile": "write a torch profiler trace to OUTPUT_DIR/profile",
     "profile_start_step": "first profiled step",
     "profile_num_steps": "profiled steps",
@@ -128,6 +129,23 @@ def cmd_hidden_states(args):
                              data_key=key, progress=not args.no_progress)
     print(f"{idx['n_samples']} samples, layers {idx['layer_ids']}, in {args.output}")
 
+def cmd_speculate(args):
+    from mdlm_kit.speculative import SamplingParams, load_draft, load_prompts, speculate
+    from mdlm_kit.targets import TargetModel
+    from mdlm_kit.device import resolve_device
+    dev = resolve_device(args.device or "auto")
+    tgt = TargetModel.from_pretrained(args.target, device=dev)
+    draft = load_draft(args.draft, device=dev)
+    if args.tree_nodes: raise ValueError("--tree-nodes (EAGLE-2 dynamic tree verification) is not implemented yet; use the chain (--num-draft-tokens).")
+    res = speculate(tgt, draft, load_prompts(args.prompts, args.num_prompts or None), args.max_new_tokens,
+                    SamplingParams(args.temperature, args.top_k, args.top_p), args.num_draft_tokens, args.baseline,
+                    args.seed, not args.no_progress)
+    text = json.dumps(res, indent=1)
+    if args.output:
+        from mdlm_kit.checkpoint import atomic_write_text
+        atomic_write_text(args.output, text + "\n")
+    print(text)
+
 def add_draft_commands(sub):
     "Register make-chat-data, hidden-states and train-dflash on the `mdlm-kit` parser."
     p = sub.add_parser("make-chat-data", help="self-distil: answer prompts with the target",
@@ -159,6 +177,25 @@ def add_draft_commands(sub):
     p.add_argument("--batch-size", type=int, default=4, help="samples per target forward")
     p.add_argument("--device", help="auto, cpu, cuda or mps")
     p.add_argument("--no-progress", action="store_true", help="no progress bar"); p.set_defaults(fn=cmd_hidden_states)
+
+    p = sub.add_parser("speculate", help="lossless speculative decoding with a trained drafter: tau, speedup",
+                       description="Decode chat prompts with the target and a DFlash or EAGLE-3 drafter; print/write JSON "
+                                   "with tau, per-position acceptance, timings, speedup and losslessness.")
+    p.add_argument("--target", default="smollm2", help="target model (default: smollm2)")
+    p.add_argument("--draft", required=True, help="a saved drafter directory (a run's draft/)")
+    p.add_argument("--prompts", default="embedded", help="'embedded', a JSONL of {'turns'} or conversations, or a text file of lines")
+    p.add_argument("--num-prompts", type=int, default=0, help="use at most this many prompts (0: all; embedded: 20)")
+    p.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate per prompt")
+    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (lossless is then checked token for token)")
+    p.add_argument("--top-k", type=int, default=0, help="top-k of the target's sampling (0: off)")
+    p.add_argument("--top-p", type=float, default=1.0, help="top-p of the target's sampling")
+    p.add_argument("--num-draft-tokens", type=int, default=5, help="EAGLE-3 chain length (DFlash drafts block_size-1)")
+    p.add_argument("--tree-nodes", type=int, default=0, help="EAGLE-3 dynamic tree size (not implemented yet)")
+    p.add_argument("--baseline", action="store_true", help="also time plain decoding at temperature > 0")
+    p.add_argument("--output", help="write the JSON here too")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--device", help="auto, cpu, cuda or mps")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar"); p.set_defaults(fn=cmd_speculate)
 
     for algo, desc in (("dflash", "Train a DFlash block-diffusion drafter"), ("eagle3", "Train an EAGLE-3 drafter with training-time test")):
         p = sub.add_parser(f"train-{algo}", help=desc.lower().replace("train a", "train a").split(" with")[0] + " against a target",

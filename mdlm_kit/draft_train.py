@@ -13,7 +13,7 @@ import torch
 from .checkpoint import CheckpointError, CheckpointManager, atomic_write_text
 from .device import (autocast, get_rng_state, memory_stats, resolve_device, resolve_precision, seed_everything,
                              set_rng_state, synchronize)
-from .targets import TargetModel, TargetEmbeddingsAndHead, TargetError
+from .targets import TargetModel, TargetEmbeddingsAndHead, TargetError, feature_scaled_init_
 from .chat_data import build_chat_dataset, dataset_key
 from .features import HiddenStates, FeaturesError
 from .dflash import (DFlashConfig, DFlashDraftModel, DFlashError, dflash_forward, sample_anchors, LOSS_TYPES)
@@ -66,6 +66,7 @@ class DraftTrainConfig:
     optimizer_type: str = "adamw"
     fp32_params: bool = True
     ckpt_dir: str = ""
+    feature_scaled_init: bool = True
     seed: int = 0
     log_interval: int = 10
     eval_interval: int = 100
@@ -137,6 +138,7 @@ class DFlashRecipe:
             with torch.no_grad(): self.model.mask_embedding.copy_(tables.embed_weight.float().mean(0))
 
     def prepare(self, train_set, cache_dir, data_id): pass
+    def init_from_features(self, hidden): feature_scaled_init_(self.model.fc, hidden)
 
     def loss(self, tables, input_ids, loss_mask, hidden, seeds) -> dict:
         c = self.cfg
@@ -162,6 +164,7 @@ class Eagle3Recipe:
         return list(c.eagle_aux_hidden_state_layer_ids) + [c.num_target_layers - 1]
     def min_loss_tokens(self): return 2
     def init_from_tables(self, tables): pass
+    def init_from_features(self, hidden): feature_scaled_init_(self.model.fc, hidden[..., :3 * self.model.config.hidden_size])
 
     def prepare(self, train_set, cache_dir, data_id):
         "The draft vocabulary from the training data, cached per data (and tokenizer) and size."
@@ -235,11 +238,13 @@ class DraftTrainer:
         self.eval_set = (self._load_data(cfg.eval_data_path, cfg.eval_hidden_states_path, tok, digest)[0]
                          if (cfg.eval_data_path or cfg.eval_hidden_states_path) else None)
         self.recipe.prepare(self.train_set, self.out / "cache", self.data_id)
+        self.n_batches = -(-len(self.train_set) // cfg.batch_size)
+        if cfg.feature_scaled_init:   # the first batch (fixed by the seed) sets the scale of the feature projection
+            self.recipe.init_from_features(self.batch(self.train_set, self.micro_batch(0)[0])[2].cpu())
         if cfg.ckpt_dir and state is None:   # fine-tune from a saved drafter
             self.model.load_state_dict(type(self.model).from_pretrained(cfg.ckpt_dir).state_dict())
         if not cfg.fp32_params and self.precision.dtype == torch.bfloat16:
             self.model.to(torch.bfloat16)    # saves the fp32 master copy's memory; AdamW then updates bf16 weights
-        self.n_batches = -(-len(self.train_set) // cfg.batch_size)
         micro_total = cfg.num_epochs * self.n_batches
         self.total_steps = cfg.max_steps or -(-micro_total // cfg.gradient_accumulation_steps)
         self.schedule_steps = cfg.total_steps or self.total_steps

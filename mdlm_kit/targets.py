@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 # %% auto #0
 __all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'TargetError', 'resolve_target', 'TargetOutput', 'TargetModel',
-           'TargetEmbeddingsAndHead', 'tiny_tokenizer', 'tiny_target']
+           'TargetEmbeddingsAndHead', 'feature_scaled_init_', 'tiny_tokenizer', 'tiny_target']
 
 # %% ../nbs/10_targets.ipynb #d1437718
 class TargetError(ValueError):
@@ -168,6 +168,18 @@ class TargetEmbeddingsAndHead(nn.Module):
         return TargetModel.from_pretrained(name_or_path, dtype=dtype, load_tokenizer=False).embeddings_and_head().to(device)
 
 # %% ../nbs/10_targets.ipynb #e1fc13fb
+@torch.no_grad()
+def feature_scaled_init_(linear: nn.Linear, features: torch.Tensor, std: float = 0.02):
+    "Re-initialise `linear` (in_features = features' last dim) with N(0, std) columns divided by each feature's RMS / the mean RMS."
+    f = features.reshape(-1, features.shape[-1]).float()
+    f = f[f.abs().sum(-1) > 0]                                  # ignore padding rows
+    if len(f) == 0: return linear
+    rms = f.pow(2).mean(0).sqrt().clamp_min(1e-6)
+    w = torch.randn(linear.weight.shape, generator=torch.Generator().manual_seed(0)) * std
+    linear.weight.copy_((w * (rms.mean() / rms)[None, :]).to(linear.weight.dtype))
+    return linear
+
+# %% ../nbs/10_targets.ipynb #0e8da6bb
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
     "{% if message['role'] == 'assistant' %}{{ '<|im_start|>assistant\\n' }}"
