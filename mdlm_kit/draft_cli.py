@@ -136,10 +136,9 @@ def cmd_speculate(args):
     dev = resolve_device(args.device or "auto")
     tgt = TargetModel.from_pretrained(args.target, device=dev)
     draft = load_draft(args.draft, device=dev)
-    if args.tree_nodes: raise ValueError("--tree-nodes (EAGLE-2 dynamic tree verification) is not implemented yet; use the chain (--num-draft-tokens).")
     res = speculate(tgt, draft, load_prompts(args.prompts, args.num_prompts or None), args.max_new_tokens,
                     SamplingParams(args.temperature, args.top_k, args.top_p), args.num_draft_tokens, args.baseline,
-                    args.seed, not args.no_progress)
+                    args.seed, not args.no_progress, tree_nodes=args.tree_nodes, tree_top_k=args.tree_top_k)
     text = json.dumps(res, indent=1)
     if args.output:
         from mdlm_kit.checkpoint import atomic_write_text
@@ -190,7 +189,8 @@ def add_draft_commands(sub):
     p.add_argument("--top-k", type=int, default=0, help="top-k of the target's sampling (0: off)")
     p.add_argument("--top-p", type=float, default=1.0, help="top-p of the target's sampling")
     p.add_argument("--num-draft-tokens", type=int, default=5, help="EAGLE-3 chain length (DFlash drafts block_size-1)")
-    p.add_argument("--tree-nodes", type=int, default=0, help="EAGLE-3 dynamic tree size (not implemented yet)")
+    p.add_argument("--tree-nodes", type=int, default=0, help="EAGLE-3: verify a dynamic tree of this many nodes (0: a chain); depth = --num-draft-tokens")
+    p.add_argument("--tree-top-k", type=int, default=4, help="EAGLE-3 tree: children expanded per node and nodes kept per depth")
     p.add_argument("--baseline", action="store_true", help="also time plain decoding at temperature > 0")
     p.add_argument("--output", help="write the JSON here too")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")

@@ -16,7 +16,8 @@ from .eagle3 import Eagle3DraftModel
 
 # %% auto #0
 __all__ = ['SamplingParams', 'target_probs', 'verify', 'CachedTarget', 'DecodeResult', 'plain_decode', 'dflash_decode',
-           'eagle3_propose', 'eagle3_decode', 'summarize_runs', 'load_prompts', 'load_draft', 'speculate']
+           'eagle3_propose', 'eagle3_decode', 'eagle3_tree_propose', 'eagle3_tree_decode', 'summarize_runs',
+           'load_prompts', 'load_draft', 'speculate']
 
 # %% ../nbs/17_speculative.ipynb #7a2bba9b
 @dataclass
@@ -211,7 +212,116 @@ def eagle3_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_new_t
     res.tokens = _finish(res.tokens, max_new_tokens, eos_token_id); res.total_time = time.perf_counter() - t0
     return res
 
-# %% ../nbs/17_speculative.ipynb #a67e807a
+# %% ../nbs/17_speculative.ipynb #c28fd507
+@dataclass
+class _Node:
+    token: int
+    parent: int          # index in the node list, -1 for children of the root
+    depth: int
+    score: float
+    hidden: torch.Tensor  # the draft hidden state that proposed this node (its step input)
+    path_k: list
+    path_v: list
+
+@torch.no_grad()
+def eagle3_tree_propose(draft: Eagle3DraftModel, tables, tokens, aux, depth: int = 4, top_k: int = 4, tree_nodes: int = 16):
+    "A draft tree: list of (target token, parent index, depth), parents before children."
+    n = aux.shape[1]; ids_d = draft.draft_ids()
+    h0 = draft.fc(aux.float())
+    cos, sin = draft.rotary(h0, torch.arange(n)[None])
+    q0, k0, v0 = draft.layer_qkv(tables.embed(tokens[:, 1:n + 1]), h0, cos, sin)
+    a0 = draft.layer_out(h0, F.scaled_dot_product_attention(q0, k0, v0, is_causal=True))[:, -1:]
+    lq = F.log_softmax(draft.logits(a0)[0, 0].float(), -1)
+    top = lq.topk(min(top_k, len(lq)))
+    nodes = [_Node(int(ids_d[i]), -1, 1, float(v), a0, [], []) for v, i in zip(top.values, top.indices)]
+    frontier = list(range(len(nodes)))
+    for d in range(2, depth + 1):
+        cand = []
+        for idx in frontier:
+            nd = nodes[idx]
+            c, s_ = draft.rotary(nd.hidden, torch.tensor([[n - 1 + nd.depth]]))
+            q, k, v = draft.layer_qkv(tables.embed(torch.tensor([[nd.token]])), nd.hidden, c, s_)
+            a = draft.layer_out(nd.hidden, F.scaled_dot_product_attention(q, torch.cat([k0] + nd.path_k + [k], 2),
+                                                                           torch.cat([v0] + nd.path_v + [v], 2)))
+            lq = F.log_softmax(draft.logits(a)[0, 0].float(), -1)
+            top = lq.topk(min(top_k, len(lq)))
+            cand += [_Node(int(ids_d[i]), idx, d, nd.score + float(val), a, nd.path_k + [k], nd.path_v + [v])
+                     for val, i in zip(top.values, top.indices)]
+        cand.sort(key=lambda x: -x.score)
+        frontier = list(range(len(nodes), len(nodes) + min(top_k, len(cand))))
+        nodes += cand[:top_k]
+    keep = set(sorted(range(len(nodes)), key=lambda i: -nodes[i].score)[:tree_nodes])
+    for i in list(keep):                       # ancestor-closed
+        while nodes[i].parent >= 0 and nodes[i].parent not in keep: keep.add(nodes[i].parent); i = nodes[i].parent
+    order = sorted(keep, key=lambda i: (nodes[i].depth, i))
+    new_index = {old: j for j, old in enumerate(order)}
+    return [(nodes[i].token, new_index.get(nodes[i].parent, -1), nodes[i].depth) for i in order]
+
+def _tree_mask(tree, prefix: int) -> torch.Tensor:
+    "Bool (1, 1, 1+N, prefix+1+N): the root sees the prefix and itself; node i its ancestors, the root, itself."
+    N = len(tree)
+    m = torch.zeros(1 + N, prefix + 1 + N, dtype=torch.bool)
+    m[:, :prefix + 1] = True
+    for i, (_, parent, _) in enumerate(tree):
+        m[1 + i, prefix + 1 + i] = True
+        while parent >= 0:
+            m[1 + i, prefix + 1 + parent] = True; parent = tree[parent][1]
+    return m[None, None]
+
+@torch.no_grad()
+def eagle3_tree_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_new_tokens: int, depth: int = 4, top_k: int = 4,
+                       tree_nodes: int = 16, sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None) -> DecodeResult:
+    "Speculative decoding with an EAGLE-3 drafter and a dynamic draft tree verified in one target forward."
+    g = torch.Generator().manual_seed(seed); t0 = time.perf_counter()
+    draft.eval()
+    tgt = CachedTarget(target, draft.config.eagle_aux_hidden_state_layer_ids)
+    prompt = torch.as_tensor(prompt_ids)
+    logits, aux = tgt.extend(prompt[None])
+    res = DecodeResult(tokens=[])
+    b = _select(logits[-1], sp, g); res.tokens.append(b)
+    seq = torch.cat([prompt, torch.tensor([b])])[None]; aux = aux[None]
+    while len(res.tokens) < max_new_tokens and b != eos_token_id:
+        start = tgt.length
+        t1 = time.perf_counter()
+        tree = eagle3_tree_propose(draft, tables, seq, aux, depth, top_k, tree_nodes)
+        t2 = time.perf_counter()
+        ids = torch.tensor([[b] + [t for t, _, _ in tree]])
+        pos = torch.tensor([[start] + [start + d for _, _, d in tree]])
+        out = tgt.t.model(input_ids=ids.to(tgt.t.device), position_ids=pos.to(tgt.t.device),
+                          attention_mask=_tree_mask(tree, start).to(tgt.t.device), use_cache=True,
+                          output_hidden_states=True, **{tgt._cache_kw: tgt.cache})
+        lg = out.logits[0].float()
+        hid = torch.cat([out.hidden_states[i + 1] for i in tgt.layer_ids], -1)[0]
+        path, cur = [], -1                          # walk down the tree from the root
+        while True:
+            row = 0 if cur < 0 else 1 + cur
+            kids = [i for i, (_, p, _) in enumerate(tree) if p == cur]
+            if sp.greedy:
+                best = int(lg[row].argmax()); hit = next((i for i in kids if tree[i][0] == best), None)
+                if hit is None: nxt = best; break
+            else:
+                p = target_probs(lg[row], sp).clone(); hit = None
+                for i in kids:
+                    c = tree[i][0]
+                    if torch.rand((), generator=g).item() < float(p[c]): hit = i; break
+                    p[c] = 0.0; p = p / p.sum() if p.sum() > 0 else target_probs(lg[row], sp)
+                if hit is None: nxt = int(torch.multinomial(p, 1, generator=g)); break
+            path.append(hit); cur = hit
+        res.draft_time += t2 - t1; res.verify_time += time.perf_counter() - t2
+        new = [tree[i][0] for i in path] + [nxt]
+        res.tokens += new; res.cycles.append(len(new)); res.accepted.append(len(path)); res.proposed.append(max(d for _, _, d in tree))
+        rows = [0] + [1 + i for i in path]
+        keep = torch.tensor(list(range(start)) + [start + r for r in rows])
+        for layer in tgt.cache.layers:              # keep the prefix, the root and the accepted path
+            layer.keys, layer.values = layer.keys[:, :, keep], layer.values[:, :, keep]
+        aux = torch.cat([aux, hid[None, rows]], 1)
+        seq = torch.cat([seq, torch.tensor([new])], 1)
+        b = nxt
+        if eos_token_id is not None and eos_token_id in new: break
+    res.tokens = _finish(res.tokens, max_new_tokens, eos_token_id); res.total_time = time.perf_counter() - t0
+    return res
+
+# %% ../nbs/17_speculative.ipynb #7db3a152
 def summarize_runs(results: list[DecodeResult], baseline: list[DecodeResult] | None = None, reference=None) -> dict:
     "τ pooled and macro, the tokens-per-cycle histogram, per-position conditional acceptance, time split, speed and losslessness."
     cyc = [c for r in results for c in r.cycles]
@@ -237,7 +347,7 @@ def summarize_runs(results: list[DecodeResult], baseline: list[DecodeResult] | N
         out["lossless"] = all(r.tokens == ref.tokens for r, ref in zip(results, reference))
     return out
 
-# %% ../nbs/17_speculative.ipynb #7db3a152
+# %% ../nbs/17_speculative.ipynb #a0ce6409
 def load_prompts(path: str, n: int | None = None, seed: int = 1) -> list[list[dict]]:
     "Chat messages ending with a user turn: 'embedded' (prompts the drafters were not trained on), JSONL ({'turns'} or conversations), or plain lines."
     from mdlm_kit.chat_data import embedded_prompts, normalize_conversation
@@ -267,7 +377,7 @@ def load_draft(path, device="cpu"):
     raise ValueError(f"{str(path)!r} is not a saved DFlash or EAGLE-3 drafter (no matching config.json); pass the run's draft/ directory.")
 
 def speculate(target, draft, prompts, max_new_tokens: int = 64, sp: SamplingParams = SamplingParams(), num_draft_tokens: int = 5,
-              baseline: bool = True, seed: int = 0, progress: bool = True) -> dict:
+              baseline: bool = True, seed: int = 0, progress: bool = True, tree_nodes: int = 0, tree_top_k: int = 4) -> dict:
     "Run speculative decoding over chat prompts; return the metrics (and lossless at temperature 0)."
     from tqdm.auto import tqdm
     tok, tables = target.tokenizer, target.embeddings_and_head()
@@ -279,11 +389,13 @@ def speculate(target, draft, prompts, max_new_tokens: int = 64, sp: SamplingPara
         ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"]
         if isinstance(draft, DFlashDraftModel):
             r = dflash_decode(target, draft, tables, ids, max_new_tokens, sp, seed + i, eos)
+        elif tree_nodes:
+            r = eagle3_tree_decode(target, draft, tables, ids, max_new_tokens, num_draft_tokens, tree_top_k, tree_nodes, sp, seed + i, eos)
         else:
             r = eagle3_decode(target, draft, tables, ids, max_new_tokens, num_draft_tokens, sp, seed + i, eos)
         runs.append(r)
         if baseline or sp.greedy: base.append(plain_decode(target, ids, max_new_tokens, sp, seed + i, eos))
     out = summarize_runs(runs, base or None, base if sp.greedy else None)
     out.update({"n_prompts": len(prompts), "max_new_tokens": max_new_tokens, "temperature": sp.temperature,
-                "drafter": "dflash" if isinstance(draft, DFlashDraftModel) else "eagle3"})
+                "drafter": "dflash" if isinstance(draft, DFlashDraftModel) else ("eagle3-tree" if tree_nodes else "eagle3")})
     return out

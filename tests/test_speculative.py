@@ -3,7 +3,8 @@ import pytest
 import torch
 from mdlm_kit.dflash import DFlashConfig, DFlashDraftModel, dflash_forward
 from mdlm_kit.eagle3 import Eagle3Config, Eagle3DraftModel, eagle3_forward
-from mdlm_kit.speculative import (SamplingParams, dflash_decode, eagle3_decode, plain_decode, summarize_runs)
+from mdlm_kit.speculative import (SamplingParams, dflash_decode, eagle3_decode, eagle3_tree_decode, plain_decode,
+                                  summarize_runs)
 from mdlm_kit.targets import tiny_target
 
 BS = 6
@@ -58,7 +59,8 @@ def test_untrained_drafters_are_lossless_with_tau_near_one(setup):
         p = torch.randint(5, tgt.vocab_size, (5 + seed,), generator=torch.Generator().manual_seed(seed)).tolist()
         ref = plain_decode(tgt, p, 25).tokens
         r1, r2 = dflash_decode(tgt, df, tables, p, 25), eagle3_decode(tgt, e3, tables, p, 25, num_draft_tokens=4)
-        assert r1.tokens == ref and r2.tokens == ref
+        r3 = eagle3_tree_decode(tgt, e3, tables, p, 25, depth=3, top_k=3, tree_nodes=8)
+        assert r1.tokens == ref and r2.tokens == ref and r3.tokens == ref
         m = summarize_runs([r1, r2])
         assert m["tau_pooled"] < 1.3
 
@@ -69,7 +71,9 @@ def test_overfit_drafters_accept_at_decoding_time(setup, drafters):
     df, e3 = drafters
     r1 = dflash_decode(tgt, df, tables, prompt, 40)
     r2 = eagle3_decode(tgt, e3, tables, prompt, 40, num_draft_tokens=4)
-    assert r1.tokens == answer and r2.tokens == answer
+    r3 = eagle3_tree_decode(tgt, e3, tables, prompt, 40, depth=4, top_k=3, tree_nodes=10)
+    assert r1.tokens == answer and r2.tokens == answer and r3.tokens == answer
+    assert summarize_runs([r3])["tau_pooled"] >= summarize_runs([r2])["tau_pooled"] - 0.5
     tau1 = summarize_runs([r1])["tau_pooled"]
     acc2 = sum(r2.accepted) / sum(r2.proposed)
     assert tau1 >= 0.75 * BS, tau1          # close to the block size
@@ -85,7 +89,8 @@ def test_eos_and_length_cut_inside_an_accepted_block(setup, drafters, cut):
     assert len(ref) == 13 or ref[-1] == eos
     r1 = dflash_decode(tgt, df, tables, prompt, n, eos_token_id=eos)
     r2 = eagle3_decode(tgt, e3, tables, prompt, n, num_draft_tokens=4, eos_token_id=eos)
-    assert r1.tokens == ref and r2.tokens == ref
+    r3 = eagle3_tree_decode(tgt, e3, tables, prompt, n, depth=4, top_k=2, tree_nodes=8, eos_token_id=eos)
+    assert r1.tokens == ref and r2.tokens == ref and r3.tokens == ref
     assert max(r1.cycles) > 2               # the cut fell inside a multi-token accepted block
 
 
@@ -104,7 +109,8 @@ def test_sampling_matches_plain_sampling_in_distribution(setup, drafters):
     def tv(a, b): return 0.5 * sum(abs(a.get(k, 0) - b.get(k, 0)) for k in set(a) | set(b))
     plain = dist(lambda s: plain_decode(tgt, prompt, 3, sp, seed=10_000 + s))
     for fn in (lambda s: dflash_decode(tgt, df, tables, prompt, 3, sp, seed=s),
-               lambda s: eagle3_decode(tgt, e3, tables, prompt, 3, 2, sp, seed=s)):
+               lambda s: eagle3_decode(tgt, e3, tables, prompt, 3, 2, sp, seed=s),
+               lambda s: eagle3_tree_decode(tgt, e3, tables, prompt, 3, 2, 2, 4, sp, seed=s)):
         got = dist(fn)
         for i in range(2): assert tv(plain[i], got[i]) < 0.12, (i, plain[i], got[i])
 
@@ -141,3 +147,5 @@ def test_lossless_on_smollm2():
     for d in (df, e3):
         r = speculate(tgt, d, prompts, max_new_tokens=16, num_draft_tokens=3, progress=False)
         assert r["lossless"] is True and r["tokens"] >= 2
+    r = speculate(tgt, e3, prompts, max_new_tokens=16, num_draft_tokens=3, progress=False, tree_nodes=6, tree_top_k=2)
+    assert r["lossless"] is True
