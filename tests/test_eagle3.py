@@ -111,3 +111,11 @@ def test_resume_exact_and_serving_layout(tiny, tmp_path):
         from mdlm_kit.dflash import DFlashDraftModel, DFlashConfig
         DFlashDraftModel(DFlashConfig(target_layer_ids=[0], vocab_size=10, mask_token_id=0)).save_pretrained(tmp_path / "df")
         Eagle3DraftModel.from_pretrained(tmp_path / "df")
+
+
+def test_profile_writes_a_trace(tiny, tmp_path):
+    tgt, chat, _ = tiny
+    DraftTrainer(_cfg(chat, max_steps=2, profile=True, profile_start_step=0, profile_num_steps=1), tmp_path / "p", "eagle3",
+                 target=tgt, progress=False, log=lambda *a: None).run()
+    traces = list((tmp_path / "p" / "profile").glob("*.json"))
+    assert len(traces) == 1 and traces[0].stat().st_size > 1000
