@@ -229,6 +229,7 @@ class DraftTrainer:
             self.tables = TargetEmbeddingsAndHead.from_pretrained(cfg.target_model_path, cfg.embedding_key, cfg.lm_head_key)
             digest, tok = _config_digest(tconf), None
         self.tables = self.tables.to(self.device)
+        self.target_digest = digest
         mask_id = resolve_mask_token_id(cfg.mask_token_id, tok, self.tables.vocab_size)
         seed_everything(cfg.seed)
         self.recipe = RECIPES[self.algorithm](cfg, tconf, mask_id, digest)
@@ -255,6 +256,9 @@ class DraftTrainer:
             optimizer=cfg.optimizer_type), self.device)
         self.step = 0
         if state is not None:
+            if state.get("target_digest") not in (None, digest):
+                raise CheckpointError("cannot resume: this checkpoint was trained against another target (architecture digest "
+                                      f"{state['target_digest']} != {digest}); point --target-model-path at the original target.")
             if state["data_id"] != self.data_id:
                 raise CheckpointError("cannot resume: the training data (or its features) differ from the checkpoint's; "
                                       "resume with the same data or start a new run.")
@@ -357,7 +361,8 @@ class DraftTrainer:
 
     def save(self):
         state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "rng": get_rng_state(),
-                 "config": asdict(self.cfg), "data_id": self.data_id, "algorithm": self.algorithm}
+                 "config": asdict(self.cfg), "data_id": self.data_id, "algorithm": self.algorithm,
+                 "target_digest": self.target_digest}
         path = self.ckpts.save(state, self.step)
         self.model.save_pretrained(self.out / "draft")
         self._event("checkpoint", step=self.step, path=str(path.relative_to(self.out)))

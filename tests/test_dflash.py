@@ -134,6 +134,9 @@ def test_resume_continues_exactly(tiny, tmp_path):
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     with pytest.raises(CheckpointError, match="block_size"):
         DraftTrainer(_cfg(chat, block_size=8), tmp_path / "part", resume=True, **quiet)
+    with pytest.raises(CheckpointError, match="another target"):
+        DraftTrainer(_cfg(chat), tmp_path / "part", resume=True, target=tiny_target("llama", num_layers=5),
+                     progress=False, log=lambda *a: None)
 
 
 def test_bad_inputs(tiny, tmp_path):
