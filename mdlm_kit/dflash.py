@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from .checkpoint import CheckpointError, load_model_dir, save_model_dir
 from .model import RMSNorm, apply_rope
+from .targets import rotary_embedding, target_shape
 
 # %% auto #0
 __all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ATTENTION_BACKENDS', 'DFlashError', 'build_target_layer_ids', 'sample_anchors',
@@ -139,18 +140,13 @@ class DFlashConfig:
                     target_layer_ids=None, num_feature_layers: int = 5, attention_backend: str = "sdpa",
                     target_digest: str = "") -> "DFlashConfig":
         c = target_config
-        L, H = c.num_hidden_layers, c.hidden_size
+        L = c.num_hidden_layers
         ids = list(target_layer_ids) if target_layer_ids else build_target_layer_ids(L, num_feature_layers)
         bad = [i for i in ids if not 0 <= i < L]
         if bad: raise DFlashError(f"target layer ids {bad} are out of range for a target with {L} layers (0..{L - 1}).")
-        rope = dict(getattr(c, "rope_parameters", None) or {"rope_type": "default", "rope_theta": getattr(c, "rope_theta", 10000.0)})
-        cfg = cls(hidden_size=H, num_hidden_layers=num_draft_layers, num_attention_heads=c.num_attention_heads,
-                  num_key_value_heads=getattr(c, "num_key_value_heads", None) or c.num_attention_heads,
-                  head_dim=getattr(c, "head_dim", None) or H // c.num_attention_heads,
-                  intermediate_size=c.intermediate_size, rms_norm_eps=float(c.rms_norm_eps), rope_parameters=rope,
-                  max_position_embeddings=c.max_position_embeddings, vocab_size=c.vocab_size, block_size=block_size,
-                  target_layer_ids=ids, num_target_layers=L, mask_token_id=mask_token_id,
-                  attention_backend=attention_backend, target_digest=target_digest)
+        cfg = cls(**target_shape(c), num_hidden_layers=num_draft_layers, block_size=block_size, target_layer_ids=ids,
+                  num_target_layers=L, mask_token_id=mask_token_id, attention_backend=attention_backend,
+                  target_digest=target_digest)
         return cfg.validate()
 
     def validate(self) -> "DFlashConfig":
@@ -164,13 +160,7 @@ class DFlashConfig:
             raise DFlashError("num_attention_heads must be a multiple of num_key_value_heads.")
         return self
 
-    def rotary(self):
-        "transformers' Llama rotary embedding for these RoPE settings."
-        from transformers import LlamaConfig
-        from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
-        lc = LlamaConfig(hidden_size=self.hidden_size, num_attention_heads=self.num_attention_heads, head_dim=self.head_dim,
-                         max_position_embeddings=self.max_position_embeddings, rope_parameters=dict(self.rope_parameters))
-        return LlamaRotaryEmbedding(lc)
+    def rotary(self): return rotary_embedding(self)
 
 # %% ../nbs/12_dflash.ipynb #f9110aa0
 def _attend(q, k, v, mask, backend: str):

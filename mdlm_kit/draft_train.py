@@ -115,13 +115,16 @@ def resolve_mask_token_id(spec, tokenizer, vocab_size: int) -> int:
     return n_tok if n_tok < vocab_size else vocab_size
 
 # %% ../nbs/15_draft_train.ipynb #7e3332ba
+def _config_from_file(cls, path):
+    "A drafter config dataclass from a config.json (keys it does not know, like `architectures`, are ignored)."
+    known = json.loads(Path(path).read_text())
+    return cls(**{k: v for k, v in known.items() if k in cls.__dataclass_fields__})
+
 class DFlashRecipe:
     "DFlash: random anchors per sample and epoch, one pass over all blocks, decayed or D-PACE weighted CE."
     name = "dflash"
     def __init__(self, cfg: DraftTrainConfig, target_config, mask_token_id: int, target_digest: str):
-        if cfg.draft_config_path:
-            known = json.loads(Path(cfg.draft_config_path).read_text())
-            dc = DFlashConfig(**{k: v for k, v in known.items() if k in DFlashConfig.__dataclass_fields__})
+        if cfg.draft_config_path: dc = _config_from_file(DFlashConfig, cfg.draft_config_path)
         else:
             dc = DFlashConfig.from_target(target_config, mask_token_id=mask_token_id, num_draft_layers=cfg.num_draft_layers,
                                           block_size=cfg.block_size, target_layer_ids=cfg.target_layer_ids or None,
@@ -150,9 +153,7 @@ class Eagle3Recipe:
     "EAGLE-3: features of 3 target layers plus the last hidden state (for the target's distribution), TTT unrolled."
     name = "eagle3"
     def __init__(self, cfg: DraftTrainConfig, target_config, mask_token_id: int, target_digest: str):
-        if cfg.draft_config_path:
-            known = json.loads(Path(cfg.draft_config_path).read_text())
-            ec = Eagle3Config(**{k: v for k, v in known.items() if k in Eagle3Config.__dataclass_fields__})
+        if cfg.draft_config_path: ec = _config_from_file(Eagle3Config, cfg.draft_config_path)
         else:
             V = target_config.vocab_size
             ec = Eagle3Config.from_target(target_config, min(cfg.draft_vocab_size or V, V),
@@ -321,9 +322,7 @@ class DraftTrainer:
             with autocast(self.precision):
                 out = self.recipe.loss(self.tables, ids, lm, hid, seeds)
             out["numerator"].backward()
-            num += out["numerator"].item(); den += float(out["denominator"])
-            for k, v in out.items():
-                if k not in ("numerator", "denominator"): agg[k] = agg.get(k, 0) + v.detach().cpu()
+            num, den = _accumulate(agg, out, num, den)
         if not math.isfinite(num) or den <= 0:
             self.optimizer.zero_grad(set_to_none=True)
             raise RuntimeError(f"loss became {num}/{den} at step {self.step}; nothing was updated. The last good checkpoint "
@@ -346,9 +345,7 @@ class DraftTrainer:
             ids, lm, hid = self.batch(self.eval_set, idx)
             with autocast(self.precision):
                 out = self.recipe.loss(self.tables, ids, lm, hid, [10_007 + j for j in idx])
-            num += out["numerator"].item(); den += float(out["denominator"])
-            for k, v in out.items():
-                if k not in ("numerator", "denominator"): agg[k] = agg.get(k, 0) + v.detach().cpu()
+            num, den = _accumulate(agg, out, num, den)
         return {"loss": num / max(den, 1e-12), **summarize(agg, self.recipe.name)}
 
     def _event(self, kind, **kw):
@@ -420,6 +417,12 @@ class DraftTrainer:
         done = self.step >= self.total_steps
         self._event("complete" if done else "paused", step=self.step, eval=last)
         return {"step": self.step, "completed": done, "eval": last}
+
+def _accumulate(agg: dict, out: dict, num: float, den: float) -> tuple[float, float]:
+    "Add one micro-batch's loss parts to the running numerator/denominator and its metric sums to `agg`."
+    for k, v in out.items():
+        if k not in ("numerator", "denominator"): agg[k] = agg.get(k, 0) + v.detach().cpu()
+    return num + out["numerator"].item(), den + float(out["denominator"])
 
 class _FeatureView:
     def __init__(self, ds, keep): self.ds, self.keep = ds, keep

@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from .checkpoint import CheckpointError, load_model_dir, save_model_dir
 from .model import RMSNorm, apply_rope
+from .targets import rotary_embedding, target_shape
 
 # %% auto #0
 __all__ = ['MODEL_TYPE', 'ARCHITECTURE', 'Eagle3Error', 'default_aux_layer_ids', 'build_vocab_mapping', 'ttt_attention_mask',
@@ -86,21 +87,11 @@ class Eagle3Config:
         if len(ids) != 3: raise Eagle3Error(f"EAGLE-3 fuses exactly 3 target layers; got {ids}.")
         bad = [i for i in ids if not 0 <= i < L]
         if bad: raise Eagle3Error(f"aux layer ids {bad} are out of range for a target with {L} layers (0..{L - 1}).")
-        rope = dict(getattr(c, "rope_parameters", None) or {"rope_type": "default", "rope_theta": getattr(c, "rope_theta", 10000.0)})
-        return cls(hidden_size=c.hidden_size, num_attention_heads=c.num_attention_heads,
-                   num_key_value_heads=getattr(c, "num_key_value_heads", None) or c.num_attention_heads,
-                   head_dim=getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
-                   intermediate_size=c.intermediate_size, rms_norm_eps=float(c.rms_norm_eps), rope_parameters=rope,
-                   max_position_embeddings=c.max_position_embeddings, vocab_size=c.vocab_size,
-                   draft_vocab_size=draft_vocab_size or c.vocab_size, eagle_aux_hidden_state_layer_ids=ids,
+        shape = target_shape(c)
+        return cls(**{**shape, "draft_vocab_size": draft_vocab_size or shape["vocab_size"]}, eagle_aux_hidden_state_layer_ids=ids,
                    num_target_layers=L, ttt_length=ttt_length, target_digest=target_digest)
 
-    def rotary(self):
-        from transformers import LlamaConfig
-        from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
-        return LlamaRotaryEmbedding(LlamaConfig(hidden_size=self.hidden_size, num_attention_heads=self.num_attention_heads,
-                                                head_dim=self.head_dim, max_position_embeddings=self.max_position_embeddings,
-                                                rope_parameters=dict(self.rope_parameters)))
+    def rotary(self): return rotary_embedding(self)
 
 # %% ../nbs/13_eagle3.ipynb #9a8633f0
 class Eagle3Attention(nn.Module):

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 
 # %% auto #0
 __all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'TargetError', 'resolve_target', 'TargetOutput', 'TargetModel',
-           'TargetEmbeddingsAndHead', 'feature_scaled_init_', 'tiny_tokenizer', 'tiny_target']
+           'TargetEmbeddingsAndHead', 'target_shape', 'rotary_embedding', 'feature_scaled_init_', 'tiny_tokenizer',
+           'tiny_target']
 
 # %% ../nbs/10_targets.ipynb #d1437718
 class TargetError(ValueError):
@@ -168,6 +169,24 @@ class TargetEmbeddingsAndHead(nn.Module):
         return TargetModel.from_pretrained(name_or_path, dtype=dtype, load_tokenizer=False).embeddings_and_head().to(device)
 
 # %% ../nbs/10_targets.ipynb #e1fc13fb
+def target_shape(c) -> dict:
+    "Widths, heads, norm epsilon, RoPE settings and vocabulary a drafter copies from a transformers config `c`."
+    rope = dict(getattr(c, "rope_parameters", None) or {"rope_type": "default", "rope_theta": getattr(c, "rope_theta", 10000.0)})
+    return dict(hidden_size=c.hidden_size, num_attention_heads=c.num_attention_heads,
+                num_key_value_heads=getattr(c, "num_key_value_heads", None) or c.num_attention_heads,
+                head_dim=getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
+                intermediate_size=c.intermediate_size, rms_norm_eps=float(c.rms_norm_eps), rope_parameters=rope,
+                max_position_embeddings=c.max_position_embeddings, vocab_size=c.vocab_size)
+
+def rotary_embedding(cfg):
+    "transformers' Llama rotary embedding for a drafter config's RoPE settings (`cfg` has the `target_shape` fields)."
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+    return LlamaRotaryEmbedding(LlamaConfig(hidden_size=cfg.hidden_size, num_attention_heads=cfg.num_attention_heads,
+                                            head_dim=cfg.head_dim, max_position_embeddings=cfg.max_position_embeddings,
+                                            rope_parameters=dict(cfg.rope_parameters)))
+
+# %% ../nbs/10_targets.ipynb #f7402cfe
 @torch.no_grad()
 def feature_scaled_init_(linear: nn.Linear, features: torch.Tensor, std: float = 0.02):
     "Re-initialise `linear` (in_features = features' last dim) with N(0, std) columns divided by each feature's RMS / the mean RMS."
@@ -179,7 +198,7 @@ def feature_scaled_init_(linear: nn.Linear, features: torch.Tensor, std: float =
     linear.weight.copy_((w * (rms.mean() / rms)[None, :]).to(linear.weight.dtype))
     return linear
 
-# %% ../nbs/10_targets.ipynb #0e8da6bb
+# %% ../nbs/10_targets.ipynb #d8ad4902
 CHATML_TEMPLATE = (
     "{% for message in messages %}"
     "{% if message['role'] == 'assistant' %}{{ '<|im_start|>assistant\\n' }}"
