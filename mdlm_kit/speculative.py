@@ -75,10 +75,12 @@ class CachedTarget:
     def length(self) -> int: return self.cache.get_seq_length()
 
     @torch.no_grad()
-    def extend(self, ids: torch.Tensor):
-        "Run `ids` (1, n) after the cached prefix: logits (n, V) and features (n, K*H) (None without layer ids)."
-        out = self.t.model(input_ids=ids.to(self.t.device), use_cache=True, output_hidden_states=bool(self.layer_ids),
-                           **{self._cache_kw: self.cache})
+    def extend(self, ids: torch.Tensor, position_ids=None, attention_mask=None):
+        "Run `ids` (1, n) after the cached prefix: logits (n, V) and features (n, K*H) (None without layer ids). A 4D mask and positions verify a tree."
+        dev = self.t.device
+        extra = {} if position_ids is None else {"position_ids": position_ids.to(dev), "attention_mask": attention_mask.to(dev)}
+        out = self.t.model(input_ids=ids.to(dev), use_cache=True, output_hidden_states=bool(self.layer_ids),
+                           **extra, **{self._cache_kw: self.cache})
         hid = torch.cat([out.hidden_states[i + 1] for i in self.layer_ids], -1)[0] if self.layer_ids else None
         return out.logits[0].float(), hid
 
@@ -86,6 +88,13 @@ class CachedTarget:
         "Keep the first n positions."
         extra = self.length - n
         if extra > 0: self.cache.crop(-extra)
+
+def _prefill(target, layer_ids, prompt_ids, sp, g):
+    "Run the prompt: the cached target, the prompt's features (1, n, K*H), the result with the first token, that token."
+    tgt = CachedTarget(target, layer_ids)
+    logits, feats = tgt.extend(torch.as_tensor(prompt_ids)[None])
+    b = _select(logits[-1], sp, g)
+    return tgt, feats[None].float(), DecodeResult(tokens=[b]), b
 
 def _select(logits, sp, g):
     return int(logits.argmax()) if sp.greedy else int(torch.multinomial(target_probs(logits, sp), 1, generator=g))
@@ -128,12 +137,7 @@ def dflash_decode(target, draft: DFlashDraftModel, tables, prompt_ids, max_new_t
     "Speculative decoding with a DFlash drafter (greedy drafts, lossless verification)."
     g = torch.Generator().manual_seed(seed); t0 = time.perf_counter()
     draft.eval()
-    tgt = CachedTarget(target, draft.config.target_layer_ids)
-    prompt = torch.as_tensor(prompt_ids)[None]
-    logits, ctx = tgt.extend(prompt)
-    res = DecodeResult(tokens=[])
-    b = _select(logits[-1], sp, g); res.tokens.append(b)
-    ctx = ctx[None].float()
+    tgt, ctx, res, b = _prefill(target, draft.config.target_layer_ids, prompt_ids, sp, g)
     while len(res.tokens) < max_new_tokens and b != eos_token_id:
         start = tgt.length                                   # position of b
         t1 = time.perf_counter()
@@ -187,12 +191,8 @@ def eagle3_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_new_t
     "Speculative decoding with an EAGLE-3 drafter (chain of `num_draft_tokens`, lossless verification)."
     g = torch.Generator().manual_seed(seed); t0 = time.perf_counter()
     draft.eval()
-    tgt = CachedTarget(target, draft.config.eagle_aux_hidden_state_layer_ids)
-    prompt = torch.as_tensor(prompt_ids)
-    logits, aux = tgt.extend(prompt[None])
-    res = DecodeResult(tokens=[])
-    b = _select(logits[-1], sp, g); res.tokens.append(b)
-    seq = torch.cat([prompt, torch.tensor([b])])[None]; aux = aux[None]
+    tgt, aux, res, b = _prefill(target, draft.config.eagle_aux_hidden_state_layer_ids, prompt_ids, sp, g)
+    seq = torch.tensor([torch.as_tensor(prompt_ids).tolist() + [b]])
     while len(res.tokens) < max_new_tokens and b != eos_token_id:
         start = tgt.length
         k = min(num_draft_tokens, max_new_tokens - len(res.tokens))
@@ -204,7 +204,7 @@ def eagle3_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_new_t
         res.draft_time += t2 - t1; res.verify_time += time.perf_counter() - t2
         new = drafts[:a].tolist() + [nxt]
         res.tokens += new; res.cycles.append(len(new)); res.accepted.append(a); res.proposed.append(k)
-        aux = torch.cat([aux, hid[None, :a + 1]], 1)
+        aux = torch.cat([aux, hid[None, :a + 1].float()], 1)
         seq = torch.cat([seq, torch.tensor([new])], 1)
         tgt.crop(start + a + 1)
         b = nxt
@@ -274,12 +274,8 @@ def eagle3_tree_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_
     "Speculative decoding with an EAGLE-3 drafter and a dynamic draft tree verified in one target forward."
     g = torch.Generator().manual_seed(seed); t0 = time.perf_counter()
     draft.eval()
-    tgt = CachedTarget(target, draft.config.eagle_aux_hidden_state_layer_ids)
-    prompt = torch.as_tensor(prompt_ids)
-    logits, aux = tgt.extend(prompt[None])
-    res = DecodeResult(tokens=[])
-    b = _select(logits[-1], sp, g); res.tokens.append(b)
-    seq = torch.cat([prompt, torch.tensor([b])])[None]; aux = aux[None]
+    tgt, aux, res, b = _prefill(target, draft.config.eagle_aux_hidden_state_layer_ids, prompt_ids, sp, g)
+    seq = torch.tensor([torch.as_tensor(prompt_ids).tolist() + [b]])
     while len(res.tokens) < max_new_tokens and b != eos_token_id:
         start = tgt.length
         t1 = time.perf_counter()
@@ -287,11 +283,7 @@ def eagle3_tree_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_
         t2 = time.perf_counter()
         ids = torch.tensor([[b] + [t for t, _, _ in tree]])
         pos = torch.tensor([[start] + [start + d for _, _, d in tree]])
-        out = tgt.t.model(input_ids=ids.to(tgt.t.device), position_ids=pos.to(tgt.t.device),
-                          attention_mask=_tree_mask(tree, start).to(tgt.t.device), use_cache=True,
-                          output_hidden_states=True, **{tgt._cache_kw: tgt.cache})
-        lg = out.logits[0].float()
-        hid = torch.cat([out.hidden_states[i + 1] for i in tgt.layer_ids], -1)[0]
+        lg, hid = tgt.extend(ids, position_ids=pos, attention_mask=_tree_mask(tree, start))
         path, cur = [], -1                          # walk down the tree from the root
         while True:
             row = 0 if cur < 0 else 1 + cur
@@ -314,7 +306,7 @@ def eagle3_tree_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_
         keep = torch.tensor(list(range(start)) + [start + r for r in rows])
         for layer in tgt.cache.layers:              # keep the prefix, the root and the accepted path
             layer.keys, layer.values = layer.keys[:, :, keep], layer.values[:, :, keep]
-        aux = torch.cat([aux, hid[None, rows]], 1)
+        aux = torch.cat([aux, hid[None, rows].float()], 1)
         seq = torch.cat([seq, torch.tensor([new])], 1)
         b = nxt
         if eos_token_id is not None and eos_token_id in new: break
