@@ -9,7 +9,7 @@ export GRADIO_ANALYTICS_ENABLED := False
 export MPLBACKEND := Agg
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install quickstart test test-fast pytest nbtest check-sync readme clean-nbs bench help
+.PHONY: install browser quickstart test test-fast pytest nbtest check-sync readme clean-nbs bench help
 
 help:
 	@echo "make quickstart  - set up .venv, train the small default MDLM on the embedded corpus, print samples"
@@ -31,9 +31,17 @@ install: $(STAMP)
 quickstart: install
 	$(BIN)/mdlm-kit quickstart
 
-test: install pytest nbtest check-sync
+# the playground and docs tests drive a real headless Chromium (Debian's package; playwright uses it as is)
+browser:
+	@test -x /usr/bin/chromium || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian's chromium for the browser tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "warning: no /usr/bin/chromium; the browser tests will fail: run 'sudo apt-get install -y chromium'"; fi; }
 
-test-fast: install
+test: install browser pytest nbtest check-sync
+
+test-fast: install browser
 	$(BIN)/python -m pytest -q -m "not slow" tests
 	$(MAKE) nbtest check-sync
 

@@ -15,12 +15,12 @@ from .device import resolve_device
 from .tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
 from .model import DiffusionTransformer
 from .diffusion import text_elbo
-from .sampling import SAMPLERS, decode, generate
+from .sampling import SAMPLERS, decode, generate, load_inference
 from .train import Trainer, TrainingError
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'build_config', 'load_inference', 'cmd_prepare', 'cmd_train', 'cmd_sample', 'cmd_eval',
-           'cmd_quickstart', 'make_parser', 'main']
+__all__ = ['USER_ERRORS', 'build_config', 'cmd_prepare', 'cmd_train', 'cmd_sample', 'cmd_eval', 'cmd_quickstart',
+           'playground_setup', 'cmd_playground', 'make_parser', 'main']
 
 # %% ../nbs/09_cli.ipynb #1119a53d
 USER_ERRORS = (ConfigError, DataError, CheckpointError, TokenizerError, TrainingError, ValueError, RuntimeError, FileNotFoundError)
@@ -46,16 +46,7 @@ def build_config(args) -> ExperimentConfig:
     if max_steps: items.append(f"training.max_steps={max_steps}")
     return apply_overrides(base, items)
 
-def load_inference(checkpoint: str | Path, device: str | None = None):
-    "Model and tokenizer from an inference directory, checked against each other."
-    dev = resolve_device(device or "auto")
-    model = DiffusionTransformer.from_pretrained(checkpoint, device=dev)
-    tok = load_tokenizer(checkpoint)
-    want = model.extra_config.get("tokenizer_sha256")
-    if want and want != tokenizer_sha256(tok):
-        raise TokenizerError(f"the tokenizer in {str(checkpoint)!r} is not the one the model was trained with; "
-                             "copy the run's tokenizer files back or re-export the checkpoint.")
-    return model, tok
+
 
 # %% ../nbs/09_cli.ipynb #30b017e4
 def cmd_prepare(args):
@@ -115,6 +106,38 @@ def cmd_quickstart(args):
     print(f"\nInference checkpoint: {out / 'inference'}\nTry: mdlm-kit sample --checkpoint {out / 'inference'} "
           f"--prompt \"The import system\" --length 64 --steps 64 --seed 1")
 
+# %% ../nbs/09_cli.ipynb #f5546ec6
+def playground_setup(args):
+    "The Playground the `playground` command would serve, with every flag checked (and nothing served)."
+    try: import gradio  # noqa: F401
+    except ImportError: raise RuntimeError("the playground needs gradio: pip install 'mdlm-kit[playground]' (`make install` has it).") from None
+    from mdlm_kit.playground import Playground
+    if not 0 < args.port < 65536: raise ValueError(f"--port must be between 1 and 65535, not {args.port}.")
+    ckpt = args.checkpoint
+    if ckpt is None and Path("runs/quickstart/inference/config.json").is_file(): ckpt = "runs/quickstart/inference"
+    if ckpt and not (Path(ckpt) / "config.json").is_file():
+        raise FileNotFoundError(f"--checkpoint {ckpt!r} is not an inference directory (no config.json); "
+                                "pass a run's inference/ folder, or make one with `mdlm-kit quickstart`.")
+    for d in args.allow_dir:
+        if not Path(d).is_dir(): raise FileNotFoundError(f"--allow-dir {d!r} is not a directory.")
+    roots = list(args.allow_dir) or [str(Path(ckpt).resolve().parent)] * bool(ckpt) + ["runs"] * Path("runs").is_dir()
+    if bool(args.target) != bool(args.draft): raise ValueError("--target and --draft go together: pass both, or neither.")
+    dev = resolve_device(args.device or "auto")
+    target = draft = None
+    if args.target:
+        from mdlm_kit.speculative import load_draft
+        from mdlm_kit.targets import TargetModel
+        from mdlm_kit.dflash import DFlashDraftModel
+        draft = load_draft(args.draft, device=dev)
+        target = TargetModel.from_pretrained(args.target, device=dev)
+        if isinstance(draft, DFlashDraftModel) and draft.config.target_digest and draft.config.target_digest != target.digest():
+            raise ValueError(f"the drafter in {args.draft!r} was trained for another target than {args.target!r}.")
+    return Playground(ckpt, roots, target, draft, device=dev)
+
+def cmd_playground(args):
+    from mdlm_kit.playground import launch
+    launch(playground_setup(args), args.host, args.port)
+
 # %% ../nbs/09_cli.ipynb #8d6acc99
 def make_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mdlm-kit", description="Masked diffusion language models and speculative-decoding drafters.")
@@ -164,6 +187,18 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--levels", type=int, default=16, help="noise levels of the quadrature")
     p.add_argument("--repeats", type=int, default=1, help="independent mask draws per level")
     p.add_argument("--device", help="auto, cpu, cuda or mps"); p.set_defaults(fn=cmd_eval)
+
+    p = sub.add_parser("playground", help="Gradio app: watch denoising and speculative decoding step by step",
+                       description="Serve the playground (on 127.0.0.1 unless --host says otherwise). The page can load "
+                                   "checkpoints only from under the --allow-dir directories.")
+    p.add_argument("--checkpoint", help="inference directory (default: runs/quickstart/inference if it exists)")
+    p.add_argument("--allow-dir", action="append", default=[], metavar="DIR",
+                   help="directory whose checkpoints the page may load (repeatable; default: the checkpoint's run directory and runs/)")
+    p.add_argument("--target", help="target model for the speculative-decoding tab (e.g. smollm2); needs --draft")
+    p.add_argument("--draft", help="DFlash or EAGLE-3 drafter directory for the speculative-decoding tab; needs --target")
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=7860, help="port (default 7860)")
+    p.add_argument("--device", help="auto, cpu, cuda or mps"); p.set_defaults(fn=cmd_playground)
 
     from mdlm_kit.draft_cli import add_draft_commands  # drafter commands live with the drafters
     add_draft_commands(sub)

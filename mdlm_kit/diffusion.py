@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 # %% auto #0
-__all__ = ['sample_times', 'corrupt', 'elbo_terms', 'diffusion_loss', 'eval_times', 'elbo_bound', 'text_elbo']
+__all__ = ['sample_times', 'corrupt', 'elbo_weight', 'elbo_terms', 'diffusion_loss', 'eval_times', 'elbo_bound', 'text_elbo']
 
 # %% ../nbs/06_diffusion.ipynb #4dc57e7d
 def sample_times(n: int, eps: float = 1e-3, antithetic: bool = True, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -29,9 +29,13 @@ def corrupt(x: torch.Tensor, t: torch.Tensor, mask_id: int, generator: torch.Gen
     return torch.where(masked, torch.full_like(x, mask_id), x), masked
 
 # %% ../nbs/06_diffusion.ipynb #a6f053d5
+def elbo_weight(t: torch.Tensor) -> torch.Tensor:
+    "The ELBO weight -alpha'_t / (1 - alpha_t) of the linear schedule alpha_t = 1 - t, which is 1/t."
+    return 1.0 / t
+
 def elbo_terms(logits: torch.Tensor, targets: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    "Per masked position: (1/t) * cross-entropy, in fp32. `logits` (N, V), `targets` (N,), `t` (N,) the time of each position."
-    return F.cross_entropy(logits.float(), targets, reduction="none") / t
+    "Per masked position: `elbo_weight(t)` * cross-entropy, in fp32. `logits` (N, V), `targets` (N,), `t` (N,) the time of each position."
+    return F.cross_entropy(logits.float(), targets, reduction="none") * elbo_weight(t)
 
 def diffusion_loss(model, x: torch.Tensor, t: torch.Tensor, mask_id: int, n_tokens: int | None = None,
                    generator: torch.Generator | None = None, masked: torch.Tensor | None = None) -> dict:

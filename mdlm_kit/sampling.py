@@ -8,10 +8,14 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/sampling.html.md"""
 from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
+from pathlib import Path
 import torch
+from .device import resolve_device
+from .model import DiffusionTransformer
+from .tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
 
 # %% auto #0
-__all__ = ['SAMPLERS', 'SampleStep', 'transfer_schedule', 'diffusion_steps', 'generate', 'decode']
+__all__ = ['SAMPLERS', 'SampleStep', 'transfer_schedule', 'diffusion_steps', 'generate', 'decode', 'load_inference']
 
 # %% ../nbs/07_sampling.ipynb #2cf499ce
 SAMPLERS = ("ancestral", "confidence", "blocks")
@@ -119,3 +123,15 @@ def decode(tokenizer, ids, prompt_len: int = 0) -> str:
         if run: out.append(tokenizer.decode(run)); run = []
         if p_ is not None: out.append(p_)
     return "".join(out)
+
+# %% ../nbs/07_sampling.ipynb #09240d4d
+def load_inference(checkpoint: str | Path, device: str | None = None):
+    "Model and tokenizer from an inference directory, checked against each other."
+    dev = resolve_device(device or "auto")
+    model = DiffusionTransformer.from_pretrained(checkpoint, device=dev)
+    tok = load_tokenizer(checkpoint)
+    want = model.extra_config.get("tokenizer_sha256")
+    if want and want != tokenizer_sha256(tok):
+        raise TokenizerError(f"the tokenizer in {str(checkpoint)!r} is not the one the model was trained with; "
+                             "copy the run's tokenizer files back or re-export the checkpoint.")
+    return model, tok

@@ -133,8 +133,9 @@ def plain_decode(target, prompt_ids, max_new_tokens: int, sp: SamplingParams = S
 # %% ../nbs/17_speculative.ipynb #516764cf
 @torch.no_grad()
 def dflash_decode(target, draft: DFlashDraftModel, tables, prompt_ids, max_new_tokens: int,
-                  sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None, block_size: int | None = None) -> DecodeResult:
-    "Speculative decoding with a DFlash drafter (greedy drafts, lossless verification)."
+                  sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None, block_size: int | None = None,
+                  on_cycle=None) -> DecodeResult:
+    "Speculative decoding with a DFlash drafter (greedy drafts, lossless verification); `on_cycle(result)` after every cycle."
     g = torch.Generator().manual_seed(seed); t0 = time.perf_counter()
     draft.eval()
     tgt, ctx, res, b = _prefill(target, draft.config.target_layer_ids, prompt_ids, sp, g)
@@ -150,6 +151,7 @@ def dflash_decode(target, draft: DFlashDraftModel, tables, prompt_ids, max_new_t
         res.draft_time += t2 - t1; res.verify_time += time.perf_counter() - t2
         new = drafts[:a].tolist() + [nxt]
         res.tokens += new; res.cycles.append(len(new)); res.accepted.append(a); res.proposed.append(len(drafts))
+        if on_cycle: on_cycle(res)
         ctx = torch.cat([ctx, hid[None, :a + 1].float()], 1)   # features of b and the accepted drafts
         tgt.crop(start + a + 1)
         b = nxt
@@ -187,8 +189,8 @@ def eagle3_propose(draft: Eagle3DraftModel, tables, tokens: torch.Tensor, aux: t
 
 @torch.no_grad()
 def eagle3_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_new_tokens: int, num_draft_tokens: int = 5,
-                  sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None) -> DecodeResult:
-    "Speculative decoding with an EAGLE-3 drafter (chain of `num_draft_tokens`, lossless verification)."
+                  sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None, on_cycle=None) -> DecodeResult:
+    "Speculative decoding with an EAGLE-3 drafter (chain of `num_draft_tokens`, lossless verification); `on_cycle(result)` after every cycle."
     g = torch.Generator().manual_seed(seed); t0 = time.perf_counter()
     draft.eval()
     tgt, aux, res, b = _prefill(target, draft.config.eagle_aux_hidden_state_layer_ids, prompt_ids, sp, g)
@@ -204,6 +206,7 @@ def eagle3_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_new_t
         res.draft_time += t2 - t1; res.verify_time += time.perf_counter() - t2
         new = drafts[:a].tolist() + [nxt]
         res.tokens += new; res.cycles.append(len(new)); res.accepted.append(a); res.proposed.append(k)
+        if on_cycle: on_cycle(res)
         aux = torch.cat([aux, hid[None, :a + 1].float()], 1)
         seq = torch.cat([seq, torch.tensor([new])], 1)
         tgt.crop(start + a + 1)
@@ -270,8 +273,9 @@ def _tree_mask(tree, prefix: int) -> torch.Tensor:
 
 @torch.no_grad()
 def eagle3_tree_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_new_tokens: int, depth: int = 4, top_k: int = 4,
-                       tree_nodes: int = 16, sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None) -> DecodeResult:
-    "Speculative decoding with an EAGLE-3 drafter and a dynamic draft tree verified in one target forward."
+                       tree_nodes: int = 16, sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None,
+                       on_cycle=None) -> DecodeResult:
+    "Speculative decoding with an EAGLE-3 drafter and a dynamic draft tree verified in one target forward; `on_cycle(result)` after every cycle."
     g = torch.Generator().manual_seed(seed); t0 = time.perf_counter()
     draft.eval()
     tgt, aux, res, b = _prefill(target, draft.config.eagle_aux_hidden_state_layer_ids, prompt_ids, sp, g)
@@ -302,6 +306,7 @@ def eagle3_tree_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_
         res.draft_time += t2 - t1; res.verify_time += time.perf_counter() - t2
         new = [tree[i][0] for i in path] + [nxt]
         res.tokens += new; res.cycles.append(len(new)); res.accepted.append(len(path)); res.proposed.append(max(d for _, _, d in tree))
+        if on_cycle: on_cycle(res)
         rows = [0] + [1 + i for i in path]
         keep = torch.tensor(list(range(start)) + [start + r for r in rows])
         for layer in tgt.cache.layers:              # keep the prefix, the root and the accepted path
