@@ -48,11 +48,11 @@ def anchor_mask_figure(seq_len: int = 32, block_size: int = 4, num_anchors: int 
     S, bs, mask = seq_len, block_size, d["mask"]
     fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(8, 1.2 + 0.12 * mask.shape[0] + 0.6), height_ratios=[1, max(3, mask.shape[0] / 4)],
                                    sharex=True, layout="constrained")
-    ax0.imshow(d["loss_mask"][None].float(), cmap="Greens", vmin=0, vmax=1.4, aspect="auto", extent=(-0.5, S - 0.5, 0, 1))
+    ax0.imshow(d["loss_mask"][None].float().numpy(), cmap="Greens", vmin=0, vmax=1.4, aspect="auto", extent=(-0.5, S - 0.5, 0, 1))
     ax0.scatter(d["anchors"].tolist(), [0.5] * len(d["anchors"]), marker="v", color="crimson", s=40, zorder=3, label="anchor")
     ax0.set_yticks([]); ax0.set_title(f"loss mask ({preset}) and {len(d['anchors'])} anchors", fontsize=9)
     ax0.legend(loc="upper right", fontsize=7, frameon=False)
-    ax1.imshow(mask.float(), cmap="Blues", vmin=0, vmax=1.2, aspect="auto", interpolation="nearest",
+    ax1.imshow(mask.float().numpy(), cmap="Blues", vmin=0, vmax=1.2, aspect="auto", interpolation="nearest",
                extent=(-0.5, mask.shape[1] - 0.5, mask.shape[0] - 0.5, -0.5))
     ax1.axvline(S - 0.5, color="k", lw=1)
     for i in range(1, mask.shape[0] // bs): ax1.axhline(i * bs - 0.5, color="grey", lw=0.5)
@@ -88,7 +88,7 @@ def ttt_mask_figure(seq_len: int = 6, ttt_steps: int = 3):
     fig, axes = plt.subplots(1, ttt_steps, figsize=(2.2 * ttt_steps + 1, 2.4), squeeze=False, layout="constrained",
                              width_ratios=[j + 1 for j in range(ttt_steps)])
     for j, (ax, m) in enumerate(zip(axes[0], masks)):
-        ax.imshow(m.float(), cmap="Purples", vmin=0, vmax=1.2, interpolation="nearest")
+        ax.imshow(m.float().numpy(), cmap="Purples", vmin=0, vmax=1.2, interpolation="nearest")
         for b in range(1, j + 1): ax.axvline(b * seq_len - 0.5, color="k", lw=0.8)
         ax.set_title(f"step {j}", fontsize=9); ax.set_xlabel("keys: step 0 | 1 | ..."); ax.set_yticks(range(seq_len))
     axes[0][0].set_ylabel("query position t")
@@ -139,8 +139,8 @@ def dpace_weights_figure(confidences: str | list = "0.9, 0.8, 0.7, 0.5, 0.4, 0.3
     k = torch.arange(1, len(confidences) + 1).float()
     fig, ax = plt.subplots(figsize=(7, 2.8), layout="constrained")
     for i, (name, ws) in enumerate(w.items()):
-        ax.bar(k + (i - 1) * 0.27, ws, width=0.27, label=name)
-    ax.plot(k, confidences, "k.--", lw=0.8, label="confidence $q_k$")
+        ax.bar((k + (i - 1) * 0.27).numpy(), ws, width=0.27, label=name)
+    ax.plot(k.numpy(), confidences, "k.--", lw=0.8, label="confidence $q_k$")
     ax.set_xlabel("block slot k"); ax.set_ylabel("weight"); ax.legend(fontsize=7, frameon=False)
     ax.set_title(r"D-PACE  $\bar w_j=\sum_{m\geq j}\prod_{i\leq m}\tilde q_i$,  $\tilde q_i=(1-\alpha)q_i+\alpha$,  " + rf"$\alpha={alpha:g}$", fontsize=10)
     return fig, w
@@ -173,7 +173,7 @@ def elbo_weight_figure(t_min: float = 0.02):
     t = torch.linspace(t_min, 1.0, 200)
     w = elbo_weight(t)
     fig, ax = plt.subplots(figsize=(6, 2.6), layout="constrained")
-    ax.plot(t, w, label=r"$w(t) = 1/t$"); ax.plot(t, t * w, "--", label=r"$t \cdot w(t)$ (masked fraction x weight)")
+    ax.plot(t.numpy(), w.numpy(), label=r"$w(t) = 1/t$"); ax.plot(t.numpy(), (t * w).numpy(), "--", label=r"$t \cdot w(t)$ (masked fraction x weight)")
     ax.set_yscale("log"); ax.set_xlabel("diffusion time t (fraction masked)"); ax.set_ylabel("weight"); ax.legend(fontsize=8, frameon=False)
     ax.set_title(r"MDLM ELBO weight $-\alpha'_t/(1-\alpha_t)$ for $\alpha_t = 1-t$", fontsize=10)
     return fig, (t, w)

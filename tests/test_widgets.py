@@ -1,0 +1,66 @@
+"Widgets, headless (matplotlib Agg): what each figure draws is what the trainers' own functions return."
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pytest
+import torch
+from mdlm_kit.dflash import dflash_attention_mask, dflash_position_weights, sample_anchors
+from mdlm_kit.eagle3 import ttt_attention_mask
+from mdlm_kit import widgets as W
+
+
+def _bars(fig): return [p.get_height() for p in fig.axes[0].patches]
+
+
+def test_anchor_mask_figure_draws_the_trainer_mask():
+    fig, d = W.anchor_mask_figure(seq_len=30, block_size=5, num_anchors=4, seed=7, preset="chat")
+    lm = W.loss_mask_preset("chat", 30)
+    anchors, keep = sample_anchors(lm[None], 4, [7])
+    ref = dflash_attention_mask(anchors, keep, 30, 5)[0]
+    assert torch.equal(d["mask"], ref) and d["anchors"].tolist() == anchors[0].tolist()
+    drawn = fig.axes[1].images[0].get_array()
+    assert drawn.shape == (20, 50) and (torch.tensor(drawn.data) == ref.float()).all()
+    # every anchor is a supervised pair; no block sees another block or the context at/after its anchor
+    for i, a in enumerate(anchors[0].tolist()):
+        assert lm[a] and lm[a + 1]
+        rows = ref[i * 5:(i + 1) * 5]
+        assert not rows[:, a:30].any() and rows[:, :a].all()
+        assert rows[:, 30 + i * 5:30 + (i + 1) * 5].all() and rows[:, 30:].sum() == 25
+    plt.close(fig)
+
+
+def test_ttt_mask_and_weight_figures():
+    fig, masks = W.ttt_mask_figure(5, 4)
+    assert len(fig.axes) == 4 and all(torch.equal(m, ttt_attention_mask(5, j)) for j, m in enumerate(masks))
+    assert masks[3].shape == (5, 20) and masks[3].sum() == 15 + 3 * 5
+    plt.close(fig)
+    fig, w = W.ttt_weights_figure(3, 0.5)
+    assert _bars(fig) == pytest.approx([1, 0.5, 0.25]) and "0.5^j" in fig.axes[0].get_title()
+    plt.close(fig)
+
+
+def test_decay_and_dpace_bars_are_the_loss_weights():
+    fig, w = W.decay_weights_figure(6, 2.0)
+    valid = torch.ones(1, 6, dtype=torch.bool); valid[:, 0] = False
+    ref = dflash_position_weights(valid, "dflash", 2.0)[0][0, 1:].tolist()
+    assert _bars(fig) == pytest.approx(ref) and ref[0] == 1.0 and ref[1] == pytest.approx(0.6065306597)
+    plt.close(fig)
+    fig, w = W.dpace_weights_figure("0.5, 0.5", alpha=0.0)
+    assert w["dpace"] == pytest.approx([0.75, 0.25])
+    assert _bars(fig) == pytest.approx([0.75, 0.25, 0.5, 0.25, 1.5, 1.0])   # D-PACE, then the two ablations
+    plt.close(fig)
+    with pytest.raises(ValueError, match="lie in \\[0, 1\\]"): W.dpace_weights([1.5])
+
+
+def test_elbo_weight_and_explorers_rerun_on_change():
+    fig, (t, w) = W.elbo_weight_figure(0.1)
+    assert w[0] == pytest.approx(10.0) and w[-1] == pytest.approx(1.0)
+    plt.close(fig)
+    ex = W.decay_explorer(block_size=4, gamma=1.0)
+    assert ex.result == pytest.approx([1.0, 0.36787944, 0.13533528])
+    ex.children[1].value = 1000.0 if ex.children[1].max >= 1000 else ex.children[1].max
+    assert ex.result[2] > 0.9
+    ex = W.anchor_mask_explorer(seq_len=20, num_anchors=2)
+    ex.children[4].value = "last-turn"
+    assert all(a >= 13 for a in ex.result["anchors"].tolist())
+    plt.close("all")
