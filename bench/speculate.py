@@ -1,7 +1,8 @@
 """Speculative decoding against SmolLM2-135M-Instruct on this machine: tau and speedup over the same target's plain
 KV-cached greedy decoding, measured in the same run (these machines are noisy; compare only numbers from one run).
 
-    python bench/speculate.py --dflash runs/dflash/draft --eagle3 runs/eagle3/draft --num-prompts 8
+    python bench/speculate.py --dflash runs/dflash8/draft --dpace runs/dpace8/draft --eagle3 runs/eagle3/draft \
+        --tree-nodes 6 --num-prompts 8
 
 The prompts are the kit's own (the tail of the embedded prompt set, which the drafter recipes do not train on)."""
 import argparse, json, time
@@ -14,28 +15,33 @@ from mdlm_kit.targets import TargetModel
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="smollm2")
-    ap.add_argument("--dflash", default="runs/dflash/draft", help="a DFlash draft directory ('' to skip)")
+    ap.add_argument("--dflash", default="runs/dflash8/draft", help="a DFlash draft directory ('' to skip)")
+    ap.add_argument("--dpace", default="runs/dpace8/draft", help="a D-PACE-trained DFlash draft directory ('' to skip)")
     ap.add_argument("--eagle3", default="runs/eagle3/draft", help="an EAGLE-3 draft directory ('' to skip)")
     ap.add_argument("--num-prompts", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=64)
-    ap.add_argument("--num-draft-tokens", type=int, default=4, help="EAGLE-3 chain length")
+    ap.add_argument("--num-draft-tokens", type=int, default=4, help="EAGLE-3 chain length (and tree depth)")
+    ap.add_argument("--tree-nodes", type=int, default=0, help="also run the EAGLE-3 drafter with a dynamic tree of this many nodes")
     ap.add_argument("--output", default="bench/results/speculate.json")
     args = ap.parse_args()
     torch.set_num_threads(max(1, torch.get_num_threads()))
     tgt = TargetModel.from_pretrained(args.target)
     prompts = load_prompts("embedded", args.num_prompts)
     rows = {}
-    for name, path in (("dflash", args.dflash), ("eagle3", args.eagle3)):
+    runs = [("dflash", args.dflash, 0), ("dpace", args.dpace, 0), ("eagle3", args.eagle3, 0)]
+    if args.tree_nodes: runs.append(("eagle3-tree", args.eagle3, args.tree_nodes))
+    for name, path, tree in runs:
         if not path: continue
         if not Path(path, "config.json").is_file():
             print(f"skipping {name}: no drafter at {path} (train one with the recipe in nbs/18_drafter_recipes.ipynb)"); continue
         t0 = time.perf_counter()
         rows[name] = speculate(tgt, load_draft(path), prompts, args.max_new_tokens, SamplingParams(),
-                               args.num_draft_tokens, baseline=True, progress=False)
-        rows[name]["wall_s"] = round(time.perf_counter() - t0, 1)
-    print(f"{'drafter':8} {'tau':>6} {'tok/s':>8} {'plain tok/s':>12} {'speedup':>8} {'lossless':>9}  acceptance by position")
+                               args.num_draft_tokens, baseline=True, progress=False, tree_nodes=tree)
+        rows[name].update(path=path, wall_s=round(time.perf_counter() - t0, 1))
+        print(f"{name}: done in {rows[name]['wall_s']} s", flush=True)
+    print(f"{'drafter':12} {'tau':>6} {'tok/s':>8} {'plain tok/s':>12} {'speedup':>8} {'lossless':>9}  acceptance by position")
     for name, r in rows.items():
-        print(f"{name:8} {r['tau_pooled']:6.2f} {r['tokens_per_s']:8.1f} {r['baseline_tokens_per_s']:12.1f} {r['speedup']:8.2f} "
+        print(f"{name:12} {r['tau_pooled']:6.2f} {r['tokens_per_s']:8.1f} {r['baseline_tokens_per_s']:12.1f} {r['speedup']:8.2f} "
               f"{str(r['lossless']):>9}  {r['acceptance_by_position'][:6]}")
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps({"device": str(tgt.device), "threads": torch.get_num_threads(), **rows}, indent=1))
