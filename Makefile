@@ -9,13 +9,15 @@ export GRADIO_ANALYTICS_ENABLED := False
 export MPLBACKEND := Agg
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install browser quickstart test test-fast pytest nbtest check-sync readme clean-nbs bench help
+.PHONY: install browser docs run-nbs quickstart test test-fast pytest nbtest check-sync readme clean-nbs bench help
 
 help:
 	@echo "make quickstart  - set up .venv, train the small default MDLM on the embedded corpus, print samples"
 	@echo "make test        - set up .venv, run pytest (incl. slow), nbdev-test, and the notebook/library/README sync check"
 	@echo "make test-fast   - the same without the slow end-to-end tests"
 	@echo "make readme      - regenerate README.md from nbs/index.ipynb"
+	@echo "make docs        - build the docs site offline into _docs/ (open _docs/index.html)"
+	@echo "make run-nbs     - rerun every notebook and save its outputs (the figures the docs show)"
 	@echo "make bench       - run the benchmarks in bench/"
 
 # pip's "Location ... is ignored" lines are noise from this machine's index configuration
@@ -33,7 +35,7 @@ quickstart: install
 
 # the playground and docs tests drive a real headless Chromium (Debian's package; playwright uses it as is)
 browser:
-	@test -x /usr/bin/chromium || { \
+	@test -x "$${MDLM_KIT_CHROMIUM:-/usr/bin/chromium}" || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing Debian's chromium for the browser tests"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
@@ -50,6 +52,12 @@ pytest: install
 
 nbtest: install
 	$(BIN)/nbdev-test --n-workers 2 --timing
+
+docs: install
+	$(BIN)/python tools/make_docs.py
+
+run-nbs: install
+	$(BIN)/python tools/run_nbs.py
 
 check-sync: install
 	bash tools/check_sync.sh

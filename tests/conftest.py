@@ -64,3 +64,9 @@ def tree_digest(path: Path) -> dict:
     import hashlib
     return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(Path(path).rglob("*")) if p.is_file()}
+
+# The browser tests drive Debian's chromium here; elsewhere (GitHub's runners) point this at any Chromium binary,
+# e.g. the one `python -m playwright install chromium` downloads.
+CHROMIUM = os.environ.get("MDLM_KIT_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_MISSING = (f"no browser at {CHROMIUM}: install it with `apt-get install -y chromium` (make test does this as root), "
+                    "or set MDLM_KIT_CHROMIUM to a Chromium binary; playwright itself needs no `playwright install`.")

@@ -8,7 +8,7 @@ from mdlm_kit.sampling import load_inference, transfer_schedule
 from mdlm_kit.speculative import plain_decode
 from mdlm_kit.cli import main
 
-CHROMIUM = "/usr/bin/chromium"
+from conftest import CHROMIUM, CHROMIUM_MISSING
 
 
 @pytest.fixture(scope="module")
@@ -154,8 +154,7 @@ def test_server_binds_loopback_only(served):
 
 def test_page_in_headless_chromium_streams_tokens(served):
     if not Path(CHROMIUM).exists():
-        pytest.fail(f"no browser at {CHROMIUM}: install it with `apt-get install -y chromium` (make test does this as root), "
-                    "and Python's playwright with `pip install playwright` (no `playwright install` needed).")
+        pytest.fail(CHROMIUM_MISSING)
     from playwright.sync_api import sync_playwright
     flags = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking", "--no-first-run"]
     with sync_playwright() as p:
