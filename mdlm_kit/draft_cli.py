@@ -59,6 +59,7 @@ _HELP = {
     "learning_rate": "peak AdamW learning rate",
     "warmup_ratio": "fraction of steps for the linear warm-up",
     "max_grad_norm": "gradient clipping norm",
+    "skip_nonfinite": "skip an optimizer step whose loss is NaN/inf (default: stop, keeping the last good checkpoint)",
     "gradient_accumulation_steps": "micro-batches per optimizer step",
     "weight_decay": "AdamW weight decay",
     "seed": "seed for data order, anchors and init",

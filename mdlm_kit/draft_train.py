@@ -16,7 +16,8 @@ from .device import (autocast, get_rng_state, memory_stats, resolve_device, reso
 from .targets import TargetModel, TargetEmbeddingsAndHead, TargetError, feature_scaled_init_
 from .chat_data import build_chat_dataset, dataset_key
 from .features import HiddenStates, FeaturesError
-from .dflash import (DFlashConfig, DFlashDraftModel, DFlashError, dflash_forward, sample_anchors, LOSS_TYPES)
+from .dflash import (DFlashConfig, DFlashDraftModel, DFlashError, dflash_forward, sample_anchors, LOSS_TYPES,
+                             ATTENTION_BACKENDS)
 from .eagle3 import Eagle3Config, Eagle3DraftModel, Eagle3Error, build_vocab_mapping, eagle3_forward
 from .checkpoint import atomic_torch_save, safe_torch_load
 
@@ -61,6 +62,7 @@ class DraftTrainConfig:
     learning_rate: float = 6e-4
     warmup_ratio: float = 0.04
     max_grad_norm: float = 1.0
+    skip_nonfinite: bool = False
     gradient_accumulation_steps: int = 1
     weight_decay: float = 0.0
     optimizer_type: str = "adamw"
@@ -84,13 +86,17 @@ class DraftTrainConfig:
         if not (self.train_data_path or self.train_hidden_states_path):
             raise ValueError("pass --train-data-path (online: the target runs on each batch) or --train-hidden-states-path (offline).")
         if self.loss_type not in LOSS_TYPES: raise DFlashError(f"--loss-type must be one of {LOSS_TYPES}, not {self.loss_type!r}.")
+        if not 0.0 <= self.dpace_alpha <= 1.0: raise DFlashError(f"--dpace-alpha must lie in [0, 1], not {self.dpace_alpha}.")
+        if self.attention_backend not in ATTENTION_BACKENDS:
+            raise DFlashError(f"--attention-backend must be one of {ATTENTION_BACKENDS}, not {self.attention_backend!r}.")
+        if self.loss_decay_gamma < 0: raise DFlashError(f"--loss-decay-gamma must be >= 0 (0: no decay), not {self.loss_decay_gamma}.")
         if self.optimizer_type not in ("adamw", "adamw_8bit"): raise ValueError("--optimizer-type must be adamw or adamw_8bit.")
         if self.report_to not in ("none", "tensorboard", "wandb"): raise ValueError("--report-to must be none, tensorboard or wandb.")
         for k in ("batch_size", "gradient_accumulation_steps", "num_anchors", "num_epochs", "max_length"):
             if getattr(self, k) < 1: raise ValueError(f"--{k.replace('_', '-')} must be at least 1, not {getattr(self, k)}.")
         return self
 
-RESUME_MAY_CHANGE = {"log_interval", "eval_interval", "save_interval", "keep_last", "report_to", "device", "precision",
+RESUME_MAY_CHANGE = {"log_interval", "eval_interval", "save_interval", "keep_last", "report_to", "device", "precision", "skip_nonfinite",
                      "profile", "profile_start_step", "profile_num_steps", "profile_record_shapes", "ckpt_dir",
                      "train_data_path", "eval_data_path", "train_hidden_states_path", "eval_hidden_states_path", "target_model_path"}
 
@@ -325,8 +331,13 @@ class DraftTrainer:
             num, den = _accumulate(agg, out, num, den)
         if not math.isfinite(num) or den <= 0:
             self.optimizer.zero_grad(set_to_none=True)
-            raise RuntimeError(f"loss became {num}/{den} at step {self.step}; nothing was updated. The last good checkpoint "
-                               f"is {self.ckpts.latest()}. Lower --learning-rate or check the data.")
+            if not c.skip_nonfinite:
+                raise RuntimeError(f"loss became {num}/{den} at step {self.step}; nothing was updated. The last good checkpoint "
+                                   f"is {self.ckpts.latest()}. Lower --learning-rate or check the data, or pass "
+                                   "--skip-nonfinite to skip such steps.")
+            self._event("skipped_step", step=self.step, loss=f"{num}/{den}")   # no update; the schedule moves on
+            self.step += 1
+            return {"loss": float("nan"), "lr": lr, "skipped": True}
         for p in self.model.parameters():
             if p.grad is not None: p.grad.div_(den)
         gn = torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
