@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -19,7 +20,8 @@ from .targets import rotary_embedding, target_shape
 # %% auto #0
 __all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ATTENTION_BACKENDS', 'DFlashError', 'build_target_layer_ids', 'sample_anchors',
            'dflash_blocks', 'dflash_mask_mod', 'dflash_attention_mask', 'dflash_position_weights', 'DFlashConfig',
-           'DFlashAttention', 'DFlashLayer', 'DFlashDraftModel', 'block_metrics', 'dflash_forward', 'draft_block']
+           'BlockStructure', 'DFlashAttention', 'DFlashLayer', 'DFlashDraftModel', 'block_metrics', 'dflash_forward',
+           'draft_block']
 
 # %% ../nbs/12_dflash.ipynb #c680a109
 class DFlashError(ValueError):
@@ -113,7 +115,7 @@ def dflash_position_weights(valid: torch.Tensor, loss_type: str = "dflash", gamm
 
 # %% ../nbs/12_dflash.ipynb #a9748244
 MODEL_TYPE = "mdlm_kit_dflash"
-ATTENTION_BACKENDS = ("eager", "sdpa", "flex_attention")
+ATTENTION_BACKENDS = ("eager", "sdpa", "flex_attention", "structured")
 
 @dataclass
 class DFlashConfig:
@@ -163,8 +165,33 @@ class DFlashConfig:
     def rotary(self): return rotary_embedding(self)
 
 # %% ../nbs/12_dflash.ipynb #f9110aa0
+class BlockStructure(NamedTuple):
+    "The DFlash training mask in factored form, for the `structured` backend: anchors and keep (B, N), context length, block size."
+    anchors: torch.Tensor
+    keep: torch.Tensor
+    seq_len: int
+    block_size: int
+
+def _attend_structured(q, k, v, st: BlockStructure):
+    "The DFlash mask without its block-to-block part: each query scores the S context keys and its own block's bs keys."
+    B, h, Q, d = q.shape; S, bs = st.seq_len, st.block_size; N = Q // bs
+    dev = q.device
+    mm = dflash_mask_mod(st.anchors, st.keep, S, bs)                      # the one mask definition, evaluated on two slices
+    b, qi = torch.arange(B, device=dev)[:, None, None], torch.arange(Q, device=dev)[None, :, None]
+    allowed = torch.cat([mm(b, None, qi, torch.arange(S, device=dev)[None, None, :]),                       # (B, Q, S)
+                         mm(b, None, qi, S + (qi // bs) * bs + torch.arange(bs, device=dev)[None, None, :])], -1)  # (B, Q, bs)
+    any_key = allowed.any(-1, keepdim=True)
+    scale = d ** -0.5
+    kb, vb = k[:, :, S:].reshape(B, h, N, bs, d), v[:, :, S:].reshape(B, h, N, bs, d)
+    s = torch.cat([q @ k[:, :, :S].transpose(-1, -2),
+                   (q.reshape(B, h, N, bs, d) @ kb.transpose(-1, -2)).reshape(B, h, Q, bs)], -1) * scale
+    p = s.masked_fill(~(allowed | ~any_key)[:, None], float("-inf")).softmax(-1)
+    y = p[..., :S] @ v[:, :, :S] + (p[..., S:].reshape(B, h, N, bs, bs) @ vb).reshape(B, h, Q, d)
+    return y * any_key[:, None].to(y.dtype)
+
 def _attend(q, k, v, mask, backend: str):
-    "Attention of q (B, h, Q, d) over k, v (B, h, KV, d); `mask` bool (B, Q, KV) or a flex BlockMask. Rows with no allowed key give 0."
+    "Attention of q (B, h, Q, d) over k, v (B, h, KV, d); `mask` bool (B, Q, KV), a flex BlockMask or a BlockStructure. Rows with no allowed key give 0."
+    if backend == "structured": return _attend_structured(q, k, v, mask)
     if backend == "flex_attention":
         from torch.nn.attention.flex_attention import flex_attention
         return flex_attention(q, k, v, block_mask=mask)            # empty rows already come out as 0
@@ -284,6 +311,7 @@ def dflash_forward(draft: DFlashDraftModel, tables, input_ids, loss_mask, target
     if backend == "flex_attention":
         from torch.nn.attention.flex_attention import create_block_mask
         mask = create_block_mask(dflash_mask_mod(anchors, keep, S, bs), B, None, N * bs, S + N * bs, device=input_ids.device)
+    elif backend == "structured": mask = BlockStructure(anchors, keep, S, bs)
     else:
         mask = dflash_attention_mask(anchors, keep, S, bs)
     h = draft(draft.embed(blk["noise_ids"], tables), target_hidden, blk["position_ids"], mask, backend)
@@ -302,6 +330,6 @@ def draft_block(draft: DFlashDraftModel, tables, context_hidden, anchor_token: i
     ids = torch.full((1, bs), cfg.mask_token_id, dtype=torch.long, device=context_hidden.device); ids[0, 0] = anchor_token
     pos = torch.cat([torch.arange(start), torch.arange(start, start + bs)]).to(context_hidden.device)[None]
     mask = torch.ones(1, bs, start + bs, dtype=torch.bool, device=context_hidden.device)
-    backend = "sdpa" if cfg.attention_backend == "flex_attention" else cfg.attention_backend
+    backend = "sdpa" if cfg.attention_backend in ("flex_attention", "structured") else cfg.attention_backend   # one block: dense is smallest
     h = draft(draft.embed(ids, tables), context_hidden[:, :start], pos, mask, backend)
     return tables.logits(h)[0, 1:].argmax(-1)

@@ -36,7 +36,7 @@ _HELP = {
     "num_feature_layers": "how many target layers feed the drafter (K; the paper uses 5)",
     "target_layer_ids": "explicit comma-separated target layer ids (default: the spread rule)",
     "mask_token_id": "'auto' (tokenizer mask, unused row, or a drafter-owned row) or an id",
-    "attention_backend": "eager, sdpa (CPU/MPS/CUDA) or flex_attention (CUDA)",
+    "attention_backend": "eager, sdpa (CPU/MPS/CUDA), structured (no block-to-block mask: less memory at many anchors) or flex_attention (CUDA)",
     "num_anchors": "blocks per sequence, resampled every epoch",
     "loss_type": "dflash (decayed CE), dpace, dpace-cumulative-confidence-only, dpace-continuation-value-only",
     "loss_decay_gamma": "gamma of w_k = exp(-(k-1)/gamma); 0 for uniform (7/5/4 for B = 16/10/8)",
