@@ -70,3 +70,6 @@ clean-nbs: install
 
 bench: install
 	$(BIN)/python bench/train_step.py
+	$(BIN)/python bench/logits_memory.py
+	$(BIN)/python bench/dflash_attention.py
+	$(BIN)/python bench/speculate.py --tree-nodes 6   # needs the drafters of nbs/18_drafter_recipes; skips the missing ones

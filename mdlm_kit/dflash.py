@@ -21,7 +21,7 @@ from .targets import rotary_embedding, target_shape
 __all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ATTENTION_BACKENDS', 'DFlashError', 'build_target_layer_ids', 'sample_anchors',
            'dflash_blocks', 'dflash_mask_mod', 'dflash_attention_mask', 'dflash_position_weights', 'DFlashConfig',
            'BlockStructure', 'DFlashAttention', 'DFlashLayer', 'DFlashDraftModel', 'block_metrics', 'dflash_forward',
-           'draft_block']
+           'draft_block', 'DFlashContextCache']
 
 # %% ../nbs/12_dflash.ipynb #c680a109
 class DFlashError(ValueError):
@@ -215,13 +215,22 @@ class DFlashAttention(nn.Module):
         self.o_proj = nn.Linear(self.nh * self.hd, cfg.hidden_size, bias=False)
         self.q_norm, self.k_norm = RMSNorm(self.hd, cfg.rms_norm_eps), RMSNorm(self.hd, cfg.rms_norm_eps)
 
-    def forward(self, x, ctx, cos, sin, mask, backend):
-        B, Q, _ = x.shape; S = ctx.shape[1]
-        kv_in = torch.cat([ctx, x], 1)
+    def project_kv(self, x, cos, sin):
+        "Keys (normed, rotated) and values (B, nkv, n, hd) of rows `x` at the positions of `cos`/`sin`."
+        B, n, _ = x.shape
+        k = self.k_norm(self.k_proj(x).view(B, n, self.nkv, self.hd)).transpose(1, 2)
+        v = self.v_proj(x).view(B, n, self.nkv, self.hd).transpose(1, 2)
+        return apply_rope(k, cos[:, None], sin[:, None]), v
+
+    def forward(self, x, ctx, cos, sin, mask, backend, ctx_kv=None):
+        "`ctx_kv`: the context's cached keys/values (decoding); then `cos`/`sin` cover only the block's positions."
+        B, Q, _ = x.shape
         q = self.q_norm(self.q_proj(x).view(B, Q, self.nh, self.hd)).transpose(1, 2)
-        k = self.k_norm(self.k_proj(kv_in).view(B, S + Q, self.nkv, self.hd)).transpose(1, 2)
-        v = self.v_proj(kv_in).view(B, S + Q, self.nkv, self.hd).transpose(1, 2)
-        q, k = apply_rope(q, cos[:, None, S:], sin[:, None, S:]), apply_rope(k, cos[:, None], sin[:, None])
+        q = apply_rope(q, cos[:, None, -Q:], sin[:, None, -Q:])
+        if ctx_kv is None: k, v = self.project_kv(torch.cat([ctx, x], 1), cos, sin)
+        else:
+            kb, vb = self.project_kv(x, cos[:, -Q:], sin[:, -Q:])
+            k, v = torch.cat([ctx_kv[0], kb], 2), torch.cat([ctx_kv[1], vb], 2)
         if self.nkv != self.nh:
             k, v = k.repeat_interleave(self.nh // self.nkv, 1), v.repeat_interleave(self.nh // self.nkv, 1)
         y = _attend(q, k, v, mask, backend)
@@ -236,8 +245,8 @@ class DFlashLayer(nn.Module):
         self.self_attn = DFlashAttention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = SwiGLU(type("C", (), {"d_model": cfg.hidden_size, "ffn_dim": cfg.intermediate_size})())
-    def forward(self, x, ctx, cos, sin, mask, backend):
-        x = x + self.self_attn(self.input_layernorm(x), ctx, cos, sin, mask, backend)
+    def forward(self, x, ctx, cos, sin, mask, backend, ctx_kv=None):
+        x = x + self.self_attn(self.input_layernorm(x), ctx, cos, sin, mask, backend, ctx_kv)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 class DFlashDraftModel(nn.Module):
@@ -263,12 +272,17 @@ class DFlashDraftModel(nn.Module):
         e = tables.embed(ids.masked_fill(is_mask, 0))
         return torch.where(is_mask[..., None], self.mask_embedding.to(e.dtype), e)
 
-    def forward(self, noise_embeds, target_hidden, position_ids, mask, backend: str | None = None):
-        "Hidden states (B, Q, H) of the block slots, given embeddings (B, Q, H), target features (B, S, K*H) and positions (B, S+Q)."
-        ctx = self.hidden_norm(self.fc(target_hidden.to(self.fc.weight.dtype)))
+    def fuse(self, target_hidden):
+        "The injected context: the target's K layers (…, K*H) projected to (…, H) and normalised; row by row."
+        return self.hidden_norm(self.fc(target_hidden.to(self.fc.weight.dtype)))
+
+    def forward(self, noise_embeds, target_hidden, position_ids, mask, backend: str | None = None, cache=None):
+        "Hidden states (B, Q, H) of the block slots, given embeddings (B, Q, H), target features (B, S, K*H) and positions (B, S+Q); with a `DFlashContextCache`, `target_hidden` is unused and positions cover the block only."
+        ctx = None if cache is not None else self.fuse(target_hidden)
         cos, sin = self.rotary(noise_embeds, position_ids)
         x = noise_embeds
-        for layer in self.layers: x = layer(x, ctx, cos, sin, mask, backend or self.config.attention_backend)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, ctx, cos, sin, mask, backend or self.config.attention_backend, None if cache is None else cache.kv[i])
         return self.norm(x)
 
     def save_pretrained(self, directory, dtype=None):
@@ -324,12 +338,34 @@ def dflash_forward(draft: DFlashDraftModel, tables, input_ids, loss_mask, target
     return out
 
 @torch.no_grad()
-def draft_block(draft: DFlashDraftModel, tables, context_hidden, anchor_token: int, start: int) -> torch.Tensor:
-    "Decoding time: greedy draft tokens (bs-1,) for the block [anchor_token, MASK…] at positions start.., given target features of positions < start (1, start, K*H)."
+def draft_block(draft: DFlashDraftModel, tables, context_hidden, anchor_token: int, start: int, cache=None) -> torch.Tensor:
+    "Decoding time: greedy draft tokens (bs-1,) for the block [anchor_token, MASK…] at positions start.., given target features of positions < start (1, start, K*H), or a `DFlashContextCache` holding them."
     cfg = draft.config; bs = cfg.block_size
-    ids = torch.full((1, bs), cfg.mask_token_id, dtype=torch.long, device=context_hidden.device); ids[0, 0] = anchor_token
-    pos = torch.cat([torch.arange(start), torch.arange(start, start + bs)]).to(context_hidden.device)[None]
-    mask = torch.ones(1, bs, start + bs, dtype=torch.bool, device=context_hidden.device)
+    dev = next(draft.parameters()).device
+    ids = torch.full((1, bs), cfg.mask_token_id, dtype=torch.long, device=dev); ids[0, 0] = anchor_token
     backend = "sdpa" if cfg.attention_backend in ("flex_attention", "structured") else cfg.attention_backend   # one block: dense is smallest
-    h = draft(draft.embed(ids, tables), context_hidden[:, :start], pos, mask, backend)
+    mask = torch.ones(1, bs, start + bs, dtype=torch.bool, device=dev)
+    if cache is not None:
+        if cache.length != start: raise DFlashError(f"the context cache holds {cache.length} positions, the block starts at {start}.")
+        h = draft(draft.embed(ids, tables), None, torch.arange(start, start + bs, device=dev)[None], mask, backend, cache=cache)
+    else:
+        pos = torch.arange(start + bs, device=dev)[None]
+        h = draft(draft.embed(ids, tables), context_hidden[:, :start], pos, mask, backend)
     return tables.logits(h)[0, 1:].argmax(-1)
+
+class DFlashContextCache:
+    "Decoding-time cache of what the drafter derives from committed positions: each layer's context keys/values (after RoPE)."
+    def __init__(self, draft: DFlashDraftModel):
+        self.draft, self.kv, self.length = draft, [None] * len(draft.layers), 0
+
+    @torch.no_grad()
+    def extend(self, target_hidden):
+        "Add the target features (1, n, K*H) of the next n committed positions; each row is fused and projected once."
+        d = self.draft
+        ctx = d.fuse(target_hidden)
+        cos, sin = d.rotary(ctx, torch.arange(self.length, self.length + ctx.shape[1], device=ctx.device)[None])
+        for i, layer in enumerate(d.layers):
+            k, v = layer.self_attn.project_kv(ctx, cos, sin)
+            self.kv[i] = (k, v) if self.kv[i] is None else (torch.cat([self.kv[i][0], k], 2), torch.cat([self.kv[i][1], v], 2))
+        self.length += ctx.shape[1]
+        return self

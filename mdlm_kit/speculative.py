@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from .dflash import DFlashDraftModel, draft_block
+from .dflash import DFlashContextCache, DFlashDraftModel, draft_block
 from .eagle3 import Eagle3DraftModel
 
 # %% auto #0
@@ -139,10 +139,11 @@ def dflash_decode(target, draft: DFlashDraftModel, tables, prompt_ids, max_new_t
     g = torch.Generator().manual_seed(seed); t0 = time.perf_counter()
     draft.eval()
     tgt, ctx, res, b = _prefill(target, draft.config.target_layer_ids, prompt_ids, sp, g)
+    cache = DFlashContextCache(draft).extend(ctx)             # each committed position is fused and projected once
     while len(res.tokens) < max_new_tokens and b != eos_token_id:
         start = tgt.length                                   # position of b
         t1 = time.perf_counter()
-        drafts = draft_block(draft, tables, ctx, b, start)
+        drafts = draft_block(draft, tables, None, b, start, cache=cache)
         if block_size: drafts = drafts[:block_size - 1]
         drafts = drafts[:max(0, max_new_tokens - len(res.tokens))]
         t2 = time.perf_counter()
@@ -152,7 +153,9 @@ def dflash_decode(target, draft: DFlashDraftModel, tables, prompt_ids, max_new_t
         new = drafts[:a].tolist() + [nxt]
         res.tokens += new; res.cycles.append(len(new)); res.accepted.append(a); res.proposed.append(len(drafts))
         if on_cycle: on_cycle(res)
-        ctx = torch.cat([ctx, hid[None, :a + 1].float()], 1)   # features of b and the accepted drafts
+        t3 = time.perf_counter()
+        cache.extend(hid[None, :a + 1].float())               # features of b and the accepted drafts
+        res.draft_time += time.perf_counter() - t3
         tgt.crop(start + a + 1)
         b = nxt
         if eos_token_id is not None and eos_token_id in new: break

@@ -149,3 +149,20 @@ def test_lossless_on_smollm2():
         assert r["lossless"] is True and r["tokens"] >= 2
     r = speculate(tgt, e3, prompts, max_new_tokens=16, num_draft_tokens=3, progress=False, tree_nodes=6, tree_top_k=2)
     assert r["lossless"] is True
+
+
+def test_dflash_context_cache_drafts_what_the_full_recompute_drafts(setup, drafters):
+    "The decode-time context cache (each committed position fused and projected once) changes no draft."
+    from mdlm_kit.dflash import DFlashContextCache, draft_block
+    tgt, tables, prompt, answer = setup
+    df, _ = drafters
+    ids = torch.tensor([prompt + answer])
+    hid = tgt(ids, layer_ids=df.config.target_layer_ids).hidden_states.float()
+    cache = DFlashContextCache(df)
+    n = 0
+    for start in (len(prompt), len(prompt) + 3, len(prompt) + 4, len(prompt) + 9):
+        cache.extend(hid[:, n:start]); n = start
+        full = draft_block(df, tables, hid, int(ids[0, start]), start)
+        cached = draft_block(df, tables, None, int(ids[0, start]), start, cache=cache)
+        assert torch.equal(full, cached), (start, full, cached)
+    with pytest.raises(Exception, match="cache holds"): draft_block(df, tables, None, 5, start + 1, cache=cache)
