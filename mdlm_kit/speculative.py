@@ -338,6 +338,8 @@ def summarize_runs(results: list[DecodeResult], baseline: list[DecodeResult] | N
            "tau_macro": sum(sum(r.cycles) / len(r.cycles) for r in results if r.cycles) / max(1, sum(1 for r in results if r.cycles)),
            "tokens_per_cycle_histogram": dict(sorted(hist.items())), "acceptance_by_position": per_pos,
            "draft_time_s": round(sum(r.draft_time for r in results), 3), "verify_time_s": round(sum(r.verify_time for r in results), 3),
+           # prefill plus the loop's own bookkeeping (cache crops, concatenations, Python)
+           "other_time_s": round(sum(r.total_time - r.draft_time - r.verify_time for r in results), 3),
            "tokens": n_tok, "tokens_per_s": round(n_tok / t, 2) if t else None}
     if baseline is not None:
         bt = sum(r.total_time for r in baseline); bn = sum(len(r.tokens) for r in baseline)
