@@ -57,7 +57,6 @@ def main():
     refresh_quarto_yml()
     nbdev.doclinks._build_modidx()
     cache = proc_nbs(str(cfg.nbs_path), n_workers=2)
-    (cache / "styles.css").write_bytes((cfg.nbs_path / "styles.css").read_bytes())
     t1 = time.perf_counter()
     r = subprocess.run([str(Path(sys.executable).parent / "smalldocs"), "render", str(cache)], capture_output=True, text=True)
     noise = ("format-links", "commonmark", "keep-md")
