@@ -126,8 +126,9 @@ def cmd_hidden_states(args):
     samples = build_chat_dataset(args.data, tgt.tokenizer, args.max_length, args.train_only_last_turn, args.is_preformatted,
                                  min_loss_tokens=2 * args.block_size)
     key = dataset_key(args.data, tgt.tokenizer, args.max_length, args.train_only_last_turn, args.is_preformatted)
+    if args.shard_size < 1: raise ValueError(f"--shard-size must be at least 1, not {args.shard_size}.")
     idx = save_hidden_states(tgt, samples, layers, args.output, dtype=args.dtype, batch_size=args.batch_size,
-                             data_key=key, progress=not args.no_progress)
+                             shard_size=args.shard_size, data_key=key, progress=not args.no_progress)
     print(f"{idx['n_samples']} samples, layers {idx['layer_ids']}, in {args.output}")
 
 def cmd_speculate(args):
@@ -175,6 +176,7 @@ def add_draft_commands(sub):
     p.add_argument("--is-preformatted", action="store_true", help="rows are {'text'} with the template applied")
     p.add_argument("--dtype", default="bf16", help="bf16, fp16 or fp32")
     p.add_argument("--batch-size", type=int, default=4, help="samples per target forward")
+    p.add_argument("--shard-size", type=int, default=64, help="samples per safetensors shard (a resumed run keeps whole shards)")
     p.add_argument("--device", help="auto, cpu, cuda or mps")
     p.add_argument("--no-progress", action="store_true", help="no progress bar"); p.set_defaults(fn=cmd_hidden_states)
 

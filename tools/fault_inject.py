@@ -87,7 +87,7 @@ def commands(job: str, paths: dict, out: Path) -> tuple[list, list]:
         return cmd, cmd
     if job == "features":
         cmd = [EXE, "hidden-states", "--target", t, "--data", chat, "--output", str(out), "--layers", "1,3",
-               "--dtype", "fp32", "--batch-size", "1", "--device", "cpu", "--no-progress"]
+               "--dtype", "fp32", "--batch-size", "1", "--shard-size", "4", "--device", "cpu", "--no-progress"]
         return cmd, cmd
     raise ValueError(job)
 
@@ -106,6 +106,20 @@ def finished(job: str, out: Path) -> bool:
         return ip.is_file() and json.loads(ip.read_text()).get("complete", False)
     f = out / "chat.jsonl"
     return f.is_file() and len(f.read_text().splitlines()) >= 60
+
+
+def done_fraction(job: str, out: Path, ref: Path) -> float:
+    "How much of the job `out` holds already, against the finished reference run `ref` (0 to 1)."
+    try:
+        if job in ("mdlm", "dflash", "eagle3"):
+            step = lambda d: int((d / "checkpoints" / "latest").read_text().strip().split("_")[1].split(".")[0])
+            return step(out) / step(ref) if (out / "checkpoints" / "latest").exists() else 0.0
+        if job == "chat":
+            n = lambda d: len((d / "chat.jsonl").read_text().splitlines())
+            return n(out) / n(ref) if (out / "chat.jsonl").exists() else 0.0
+        shards = lambda d: len(json.loads((d / "index.json").read_text())["shards"])
+        return shards(out) / shards(ref) if (out / "index.json").exists() else 0.0
+    except (OSError, ValueError, IndexError): return 0.0
 
 
 def timed_run(cmd, marker: Path) -> tuple[float, float]:
@@ -205,7 +219,9 @@ def inject(job: str, kills: int, paths: dict, work: Path, rng: random.Random) ->
         if finished(job, out):                       # nothing left to interrupt: start this job over
             import shutil; shutil.rmtree(out, ignore_errors=True); restarts += 1
         started = progress_marker(job, out).exists()
-        delay = rng.uniform(0.8 * t_first, t_full)   # from just before the first write to the end of a whole run
+        left = 1.0 - min(1.0, done_fraction(job, out, ref))
+        # from just before the first write to the end of what is left of the run (start-up costs the same every time)
+        delay = rng.uniform(0.8 * t_first, t_first + (t_full - t_first) * left)
         real += kill_at(again if started else first, delay)
         log.append(check_state(job, out))
     if not progress_marker(job, out).exists(): run(first)
