@@ -7,7 +7,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/playground.html.md"""
 # %% ../nbs/20_playground.ipynb #26b21c8d
 from __future__ import annotations
 import os, queue, threading, time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")   # before gradio is imported anywhere: no phoning home
@@ -15,7 +15,7 @@ import torch
 import matplotlib.pyplot as plt
 from .sampling import SAMPLERS, decode, diffusion_steps, load_inference
 from .speculative import (DecodeResult, SamplingParams, dflash_decode, eagle3_decode, eagle3_tree_decode,
-                                  plain_decode)
+                                  plain_decode, summarize_runs)
 from .dflash import DFlashDraftModel
 
 # %% auto #0
@@ -143,11 +143,10 @@ def _spec_pieces(tok, res: DecodeResult, limit: int) -> list:
             out.append((tok.decode([toks[i]]), shade if j < a else "target")); i += 1
     return out
 
-def _spec_stats(res: DecodeResult, elapsed: float) -> dict:
-    n = len(res.cycles)
-    return {"cycles": n, "tokens": len(res.tokens), "tau": round(sum(res.cycles) / n, 3) if n else None,
-            "accepted_per_cycle": round(sum(res.accepted) / n, 3) if n else None,
-            "tokens_per_s": round(len(res.tokens) / elapsed, 2) if elapsed > 0 else None}
+def _spec_stats(res: DecodeResult, elapsed: float, base: DecodeResult | None = None, greedy: bool = False) -> dict:
+    "The evaluator's metrics (`summarize_runs`) of the run so far, `elapsed` seconds in, plus its number of cycles."
+    snap = DecodeResult(res.tokens, res.cycles, res.accepted, res.proposed, total_time=elapsed)
+    return {"cycles": len(res.cycles), **summarize_runs([snap], None if base is None else [base], [base] if base and greedy else None)}
 
 def speculative_frames(target, draft, prompt: str, max_new_tokens: int = 64, num_draft_tokens: int = 5, temperature: float = 0.0,
                        seed: int = 0, tree_nodes: int = 0, compare: bool = True, limits: Limits = Limits()) -> Iterator[SpecFrame]:
@@ -164,7 +163,8 @@ def speculative_frames(target, draft, prompt: str, max_new_tokens: int = 64, num
     sp, eos = SamplingParams(temperature), tok.eos_token_id
     q: queue.Queue = queue.Queue()
     t0 = time.perf_counter()
-    def on_cycle(res): q.put(("cycle", DecodeResult(list(res.tokens), list(res.cycles), list(res.accepted)), time.perf_counter() - t0))
+    def on_cycle(res): q.put(("cycle", DecodeResult(list(res.tokens), list(res.cycles), list(res.accepted), list(res.proposed)),
+                              time.perf_counter() - t0))
     def work():
         try:
             if isinstance(draft, DFlashDraftModel): r = dflash_decode(target, draft, tables, ids, max_new, sp, seed, eos, on_cycle=on_cycle)
@@ -178,12 +178,8 @@ def speculative_frames(target, draft, prompt: str, max_new_tokens: int = 64, num
         if kind == "error": raise res
         if kind == "cycle":
             yield SpecFrame(_spec_pieces(tok, res, max_new), _spec_stats(res, elapsed)); continue
-        stats = _spec_stats(res, elapsed)
-        if compare:
-            base = plain_decode(target, ids, max_new, sp, seed, eos)
-            stats["baseline_tokens_per_s"] = round(len(base.tokens) / base.total_time, 2)
-            stats["speedup"] = round(base.total_time / res.total_time * len(res.tokens) / max(1, len(base.tokens)), 3)
-            if sp.greedy: stats["lossless"] = base.tokens == res.tokens
+        base = plain_decode(target, ids, max_new, sp, seed, eos) if compare else None
+        stats = _spec_stats(res, elapsed, base, sp.greedy)
         yield SpecFrame(_spec_pieces(tok, res, max_new), stats, True, tok.decode(res.tokens, skip_special_tokens=True))
         return
 
@@ -222,13 +218,13 @@ def build_app(pg: Playground):
         try:
             model, tok = pg.model(checkpoint)
             frames = denoise_frames(model, tok, prompt, length, steps, sampler, block_length, temperature, seed, L)
-            history = []
+            history, counts = [], []
             for f in frames:
                 history.append(f.pieces)
+                if f.step: counts.append(f.n_new)
                 status = f"step {f.step}: {f.n_new} revealed, {f.n_masked} masked"
                 yield f.pieces, f.text, status, gr.skip(), gr.skip(), history
         except PlaygroundError as e: raise gr.Error(str(e))
-        counts = [sum(l == "new" for _, l in p) for p in history[1:]]
         fig = steps_figure(counts); plt.close(fig)
         yield (f.pieces, f.text, f"done: {len(history) - 1} steps", fig,
                gr.update(minimum=0, maximum=len(history) - 1, value=len(history) - 1, step=1, interactive=True), history)
@@ -243,7 +239,7 @@ def build_app(pg: Playground):
         try:
             for f in speculative_frames(pg.target, pg.draft, prompt, max_new_tokens, num_draft_tokens, temperature, seed, limits=L):
                 s = f.stats
-                line = f"cycles {s['cycles']} · τ {s['tau']} · {s['tokens_per_s']} tok/s"
+                line = f"cycles {s['cycles']} · τ {s['tau_pooled']:.2f} · {s['tokens_per_s']} tok/s"
                 if f.done and "speedup" in s:
                     line += f" · plain decoding {s['baseline_tokens_per_s']} tok/s · speedup {s['speedup']}x"
                     if "lossless" in s: line += f" · lossless: {s['lossless']}"

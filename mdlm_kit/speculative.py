@@ -110,6 +110,11 @@ class DecodeResult:
     verify_time: float = 0.0
     total_time: float = 0.0
 
+    def record(self, new: list, accepted: int, proposed: int, on_cycle=None):
+        "Book one cycle: its emitted tokens (accepted drafts + the target's token); then tell `on_cycle`."
+        self.tokens += new; self.cycles.append(len(new)); self.accepted.append(accepted); self.proposed.append(proposed)
+        if on_cycle: on_cycle(self)
+
 def _finish(tokens, max_new, eos):
     "Cut at max_new tokens and after the first EOS."
     out = tokens[:max_new]
@@ -151,8 +156,7 @@ def dflash_decode(target, draft: DFlashDraftModel, tables, prompt_ids, max_new_t
         a, nxt = verify(drafts, logits, sp, generator=g)
         res.draft_time += t2 - t1; res.verify_time += time.perf_counter() - t2
         new = drafts[:a].tolist() + [nxt]
-        res.tokens += new; res.cycles.append(len(new)); res.accepted.append(a); res.proposed.append(len(drafts))
-        if on_cycle: on_cycle(res)
+        res.record(new, a, len(drafts), on_cycle)
         t3 = time.perf_counter()
         cache.extend(hid[None, :a + 1].float())               # features of b and the accepted drafts
         res.draft_time += time.perf_counter() - t3
@@ -208,8 +212,7 @@ def eagle3_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_new_t
         a, nxt = verify(drafts, logits, sp, q=q, generator=g)
         res.draft_time += t2 - t1; res.verify_time += time.perf_counter() - t2
         new = drafts[:a].tolist() + [nxt]
-        res.tokens += new; res.cycles.append(len(new)); res.accepted.append(a); res.proposed.append(k)
-        if on_cycle: on_cycle(res)
+        res.record(new, a, k, on_cycle)
         aux = torch.cat([aux, hid[None, :a + 1].float()], 1)
         seq = torch.cat([seq, torch.tensor([new])], 1)
         tgt.crop(start + a + 1)
@@ -308,8 +311,7 @@ def eagle3_tree_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_
             path.append(hit); cur = hit
         res.draft_time += t2 - t1; res.verify_time += time.perf_counter() - t2
         new = [tree[i][0] for i in path] + [nxt]
-        res.tokens += new; res.cycles.append(len(new)); res.accepted.append(len(path)); res.proposed.append(max(d for _, _, d in tree))
-        if on_cycle: on_cycle(res)
+        res.record(new, len(path), max(d for _, _, d in tree), on_cycle)
         rows = [0] + [1 + i for i in path]
         keep = torch.tensor(list(range(start)) + [start + r for r in rows])
         for layer in tgt.cache.layers:              # keep the prefix, the root and the accepted path
@@ -331,12 +333,12 @@ def summarize_runs(results: list[DecodeResult], baseline: list[DecodeResult] | N
     for i in range(1, kmax + 1):   # P(draft i accepted | drafts 1..i-1 accepted and draft i proposed)
         reached = sum(1 for r in results for a, p in zip(r.accepted, r.proposed) if a >= i - 1 and p >= i)
         per_pos.append(round(sum(1 for a in acc if a >= i) / reached, 4) if reached else None)
-    hist = {}
+    hist = {}                                           # keyed by str, as it reads back from the JSON output
     for c in cyc: hist[c] = hist.get(c, 0) + 1
     n_tok = sum(len(r.tokens) for r in results); t = sum(r.total_time for r in results)
     out = {"tau_pooled": sum(cyc) / max(len(cyc), 1),
            "tau_macro": sum(sum(r.cycles) / len(r.cycles) for r in results if r.cycles) / max(1, sum(1 for r in results if r.cycles)),
-           "tokens_per_cycle_histogram": dict(sorted(hist.items())), "acceptance_by_position": per_pos,
+           "tokens_per_cycle_histogram": {str(k): v for k, v in sorted(hist.items())}, "acceptance_by_position": per_pos,
            "draft_time_s": round(sum(r.draft_time for r in results), 3), "verify_time_s": round(sum(r.verify_time for r in results), 3),
            # prefill plus the loop's own bookkeeping (cache crops, concatenations, Python)
            "other_time_s": round(sum(r.total_time - r.draft_time - r.verify_time for r in results), 3),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import matplotlib.pyplot as plt
 from .diffusion import elbo_weight
-from .dflash import LOSS_TYPES, dflash_attention_mask, dflash_position_weights, sample_anchors
+from .dflash import LOSS_TYPES, dflash_attention_mask, dflash_blocks, dflash_position_weights, sample_anchors
 from .eagle3 import ttt_attention_mask, ttt_step_weights
 
 # %% auto #0
@@ -102,19 +102,26 @@ def ttt_mask_explorer(seq_len: int = 6, ttt_steps: int = 3):
 
 # %% ../nbs/19_widgets.ipynb #e8716c6a
 def _block_valid(block_size: int) -> torch.Tensor:
-    "One block's `valid` as the trainer builds it: slot 0 is the given anchor token, slots 1.. are supervised."
-    v = torch.ones(1, block_size, dtype=torch.bool); v[:, 0] = False
-    return v
+    "One fully supervised block's `valid` (1, bs), built by the trainer's `dflash_blocks` (slot 0 is the given anchor)."
+    ids = torch.zeros(1, block_size, dtype=torch.long)
+    blk = dflash_blocks(ids, torch.ones_like(ids), torch.zeros(1, 1, dtype=torch.long), torch.ones(1, 1, dtype=torch.bool),
+                        block_size, mask_token_id=0)
+    return blk["valid"][0]
+
+def _weight_bars(xs, weights, color: str, xlabel: str, title: str):
+    "A bar chart of per-position weights in [0, 1] with the formula as its title."
+    fig, ax = plt.subplots(figsize=(6, 2.5), layout="constrained")
+    ax.bar(xs, weights, color=color)
+    ax.set_xlabel(xlabel); ax.set_ylabel("weight"); ax.set_ylim(0, 1.05)
+    ax.set_title(title, fontsize=10)
+    return fig
 
 def decay_weights_figure(block_size: int = 16, gamma: float = 7.0):
     "Bars of the DFlash decay weight per slot; returns (fig, weights of slots 1..B-1)."
     w, _ = dflash_position_weights(_block_valid(block_size), "dflash", gamma)
     w = w[0, 1:].tolist()
-    fig, ax = plt.subplots(figsize=(6, 2.6), layout="constrained")
-    ax.bar(range(1, block_size), w, color="tab:blue")
-    ax.set_xlabel("block slot k"); ax.set_ylabel("weight"); ax.set_ylim(0, 1.05)
-    ax.set_title(rf"DFlash decay  $w_k = \exp(-(k-1)/\gamma)$,  $\gamma = {gamma:g}$", fontsize=10)
-    return fig, w
+    return _weight_bars(range(1, block_size), w, "tab:blue", "block slot k",
+                        rf"DFlash decay  $w_k = \exp(-(k-1)/\gamma)$,  $\gamma = {gamma:g}$"), w
 
 def decay_explorer(block_size: int = 16, gamma: float = 7.0):
     "Sliders for the block size and gamma."
@@ -155,11 +162,7 @@ def dpace_explorer(confidences: str = "0.9, 0.8, 0.7, 0.5, 0.4, 0.3, 0.2", alpha
 def ttt_weights_figure(length: int = 7, decay: float = 0.8):
     "Bars of the TTT step weights `ttt_step_weights(length, decay)`; returns (fig, weights)."
     w = ttt_step_weights(length, decay)
-    fig, ax = plt.subplots(figsize=(6, 2.4), layout="constrained")
-    ax.bar(range(length), w, color="tab:purple")
-    ax.set_xlabel("TTT step j"); ax.set_ylabel("weight"); ax.set_ylim(0, 1.05)
-    ax.set_title(rf"EAGLE-3 TTT  $w_j = {decay:g}^j$", fontsize=10)
-    return fig, w
+    return _weight_bars(range(length), w, "tab:purple", "TTT step j", rf"EAGLE-3 TTT  $w_j = {decay:g}^j$"), w
 
 def ttt_weights_explorer(length: int = 7, decay: float = 0.8):
     "Sliders for the TTT length and the decay."

@@ -15,7 +15,7 @@ the asked number) until the asked number of kills hit a running process. After e
 then restarts the same command (trainers with `--resume`), and after the last kill finishes the job and compares it with
 an uninterrupted run: final weights bit-equal for the trainers, the same records for chat data, the same tensors for
 features. Exit code 1 and a report when anything differs."""
-import argparse, json, os, random, signal, subprocess, sys, tempfile, time
+import argparse, json, os, random, shutil, signal, subprocess, sys, tempfile, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -220,7 +220,7 @@ def inject(job: str, kills: int, paths: dict, work: Path, rng: random.Random) ->
     while real < kills and attempts < 4 * kills:     # count only kills that hit a running process
         attempts += 1
         if finished(job, out):                       # nothing left to interrupt: start this job over
-            import shutil; shutil.rmtree(out, ignore_errors=True); restarts += 1
+            shutil.rmtree(out, ignore_errors=True); restarts += 1
         started = progress_marker(job, out).exists()
         left = 1.0 - min(1.0, done_fraction(job, out, ref))
         # from just before the first write to the end of what is left of the run (start-up costs the same every time)
