@@ -14,7 +14,7 @@ from safetensors.torch import save_file, load_file
 
 # %% auto #0
 __all__ = ['TRAINING_STATE_FORMAT', 'CheckpointError', 'atomic_write', 'atomic_write_text', 'atomic_torch_save',
-           'safe_torch_load', 'CheckpointManager', 'save_model_dir', 'load_model_dir']
+           'safe_torch_load', 'CheckpointManager', 'resume_point', 'trim_events', 'save_model_dir', 'load_model_dir']
 
 # %% ../nbs/02_checkpoint.ipynb #f008cfb8
 class CheckpointError(RuntimeError):
@@ -105,6 +105,35 @@ class CheckpointManager:
                                   f"{state.get('format') if isinstance(state, dict) else type(state).__name__!r}); "
                                   f"point --output-dir at a run made by this trainer.")
         return state
+
+# %% ../nbs/02_checkpoint.ipynb #eda8836e
+def resume_point(run_dir: str | Path, ckpts: CheckpointManager, resume: bool, error: type = CheckpointError) -> Path | None:
+    "The checkpoint a trainer continues from (`None`: begin at step 0), refusing to overwrite a started run or resume nothing."
+    run_dir = Path(run_dir)
+    latest = ckpts.latest()
+    started = latest is not None or (run_dir / "events.jsonl").exists()
+    if resume and not started:
+        raise error(f"--resume was given but {str(run_dir)!r} holds no run (no checkpoint, no events.jsonl); "
+                    "drop --resume to start one, or check the path.")
+    if not resume and started:
+        raise error(f"{str(run_dir)!r} already holds a run; pass --resume to continue it or choose another "
+                    "--output-dir (nothing was changed).")
+    return latest
+
+def trim_events(path: str | Path, step: int):
+    "Rewrite the event log `path` for a run continuing from `step`: keep start/resume markers and events up to `step`."
+    path = Path(path)
+    if not path.exists(): return
+    lines = [l for l in path.read_text().splitlines() if l.strip()]
+    events = []
+    for i, line in enumerate(lines):
+        try: events.append(json.loads(line))
+        except json.JSONDecodeError:
+            if i == len(lines) - 1: break                       # the last write was cut short by a crash
+            raise CheckpointError(f"{str(path)!r} line {i + 1} is not JSON; the log was edited or damaged. Repair or "
+                                  "remove that line, then resume.") from None
+    keep = [e for e in events if e.get("event") in ("start", "resume") or (step > 0 and e.get("step", 0) <= step)]
+    atomic_write_text(path, "".join(json.dumps(e) + "\n" for e in keep))
 
 # %% ../nbs/02_checkpoint.ipynb #a2ca7398
 def save_model_dir(directory: str | Path, tensors: dict[str, torch.Tensor], config: dict,

@@ -87,7 +87,7 @@ def cmd_quickstart(args):
     cfg = build_config(args)
     out = Path(args.output_dir)
     done = out / "events.jsonl"
-    resume = (out / "checkpoints" / "latest").is_file()
+    resume = done.is_file()   # started: continue it (from step 0 if it stopped before its first checkpoint)
     if resume and any('"event": "complete"' in l for l in done.read_text().splitlines()) and not args.max_steps:
         print(f"{out} already holds a finished quickstart run; sampling from it (delete the directory to retrain).")
     else:

@@ -10,7 +10,7 @@ import json, math, time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 import torch
-from .checkpoint import CheckpointError, CheckpointManager, atomic_write_text
+from .checkpoint import CheckpointError, CheckpointManager, atomic_write_text, resume_point, trim_events
 from .device import (autocast, get_rng_state, memory_stats, resolve_device, resolve_precision, seed_everything,
                              set_rng_state, synchronize)
 from .targets import TargetModel, TargetEmbeddingsAndHead, TargetError, feature_scaled_init_
@@ -205,12 +205,8 @@ class DraftTrainer:
 
     def _setup(self, target):
         cfg = self.cfg
-        existing = self.ckpts.latest()
-        if self.resume and existing is None:
-            raise CheckpointError(f"--resume was given but {str(self.out / 'checkpoints')!r} has no checkpoint; drop --resume to start.")
-        if not self.resume and (existing is not None or (self.out / "events.jsonl").exists()):
-            raise CheckpointError(f"{str(self.out)!r} already holds a run; pass --resume or choose another --output-dir (nothing was changed).")
-        state = self.ckpts.load(existing) if self.resume else None
+        existing = resume_point(self.out, self.ckpts, self.resume)
+        state = self.ckpts.load(existing) if existing is not None else None
         if state is not None:
             saved = state["config"]
             bad = [f"{k}: checkpoint {saved.get(k)!r} != now {v!r}" for k, v in asdict(cfg).items()
@@ -275,6 +271,8 @@ class DraftTrainer:
                 raise CheckpointError(f"checkpoint {str(existing)!r} does not fit this drafter: {e}") from None
             self.step = state["step"]; set_rng_state(state["rng"])
             self.log(f"resuming from {existing.name} at step {self.step}")
+        elif self.resume:
+            self.log(f"{self.out} has no checkpoint yet (the run stopped before its first save); starting it again from step 0")
         self.writer = None
 
     def _load_data(self, data_path, features_path, tok, digest):
@@ -391,10 +389,7 @@ class DraftTrainer:
         from tqdm.auto import tqdm
         c = self.cfg
         self.out.mkdir(parents=True, exist_ok=True)
-        if self.resume:   # events after the checkpoint will be logged again
-            p = self.out / "events.jsonl"
-            evs = [json.loads(l) for l in p.read_text().splitlines() if l.strip()] if p.exists() else []
-            atomic_write_text(p, "".join(json.dumps(e) + "\n" for e in evs if e.get("step", 0) <= self.step or e["event"] == "start"))
+        if self.resume: trim_events(self.out / "events.jsonl", self.step)   # events after the checkpoint will be logged again
         atomic_write_text(self.out / "train_config.json", json.dumps(asdict(c), indent=1))
         self.writer = self._reporter()
         n_params = sum(p.numel() for p in self.model.parameters())

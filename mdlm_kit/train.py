@@ -9,7 +9,7 @@ from __future__ import annotations
 import json, math, time
 from pathlib import Path
 import torch
-from .checkpoint import CheckpointError, CheckpointManager, atomic_write_text
+from .checkpoint import CheckpointError, CheckpointManager, atomic_write_text, resume_point, trim_events
 from .config import ExperimentConfig, ConfigError, to_dict, to_toml, validate
 from .data import DataError, DeterministicBatchSampler, PackedData, prepare_data
 from .device import (autocast, configure_backends, device_summary, get_rng_state, make_grad_scaler,
@@ -79,13 +79,8 @@ class Trainer:
     # everything that can fail on bad input happens here, before any file of the run is written
     def _setup(self):
         cfg, out = self.cfg, self.out
-        existing = self.ckpts.latest()
-        if self.resume and existing is None:
-            raise CheckpointError(f"--resume was given but {str(out / 'checkpoints')!r} has no checkpoint; drop --resume to start.")
-        if not self.resume and (existing is not None or (out / "events.jsonl").exists()):
-            raise TrainingError(f"{str(out)!r} already holds a run; pass --resume to continue it or choose another "
-                                "--output-dir (nothing was changed).")
-        state = self.ckpts.load(existing) if self.resume else None
+        existing = resume_point(out, self.ckpts, self.resume, TrainingError)
+        state = self.ckpts.load(existing) if existing is not None else None
         self.device = resolve_device(cfg.device)
         self.precision = resolve_precision(cfg.precision, self.device)
         configure_backends(self.device)
@@ -123,6 +118,8 @@ class Trainer:
             self.step = state["step"]
             set_rng_state(state["rng"])
             self.log(f"resuming from {existing.name} at step {self.step}")
+        elif self.resume:
+            self.log(f"{out} has no checkpoint yet (the run stopped before its first save); starting it again from step 0")
         n_val = min(self.data.meta["n_val_blocks"], tc.eval_batches * tc.batch_size)
         self.val_batches = [self.data.batch("val", range(i, min(i + tc.batch_size, n_val))) for i in range(0, n_val, tc.batch_size)]
 
@@ -130,14 +127,6 @@ class Trainer:
         rec = {"event": kind, "time": round(time.time(), 3), **kw}
         with open(self.out / "events.jsonl", "a") as f: f.write(json.dumps(rec) + "\n")
         return rec
-
-    def _trim_events(self):
-        "After a resume, drop events logged after the checkpoint (they will be produced again)."
-        p = self.out / "events.jsonl"
-        if not p.exists(): return
-        events = [json.loads(l) for l in p.read_text().splitlines() if l.strip()]
-        keep = [e for e in events if e["event"] in ("start", "resume") or e.get("step", 0) <= self.step]
-        atomic_write_text(p, "".join(json.dumps(e) + "\n" for e in keep))
 
     def evaluate(self) -> dict:
         "The deterministic ELBO bound on the fixed validation batches; training RNG untouched."
@@ -195,7 +184,7 @@ class Trainer:
         from tqdm.auto import tqdm
         cfg, tc, out = self.cfg, self.cfg.training, self.out
         out.mkdir(parents=True, exist_ok=True)
-        if self.resume: self._trim_events()
+        if self.resume: trim_events(out / "events.jsonl", self.step)
         atomic_write_text(out / "config.toml", to_toml(cfg))
         self._event("resume" if self.resume else "start", step=self.step, n_params=self.model.num_params(),
                     **device_summary(self.device, self.precision), config=to_dict(cfg))

@@ -55,6 +55,21 @@ def test_resume_after_crash_discards_events_past_the_checkpoint(trained, capsys)
     assert run(["train", "--config", trained / "config.toml", "--output-dir", trained, "--resume", "--no-progress"], capsys)[0] == 0
     assert [e["loss"] for e in read_events(trained, "train")] == before
 
+def test_run_stopped_before_its_first_checkpoint_resumes_from_step_0(trained, tmp_path, tiny_config, capsys):
+    # a crash after the start event (and data preparation) but before the first save: not a new run, and nothing to load
+    crashed = tmp_path / "crashed"
+    shutil.copytree(trained / "data", crashed / "data")
+    (crashed / "events.jsonl").write_text((trained / "events.jsonl").read_text().splitlines()[0] + "\n")
+    expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", crashed], "already holds a run", "--resume")
+    rc, out, err = run(["train", "--config", tiny_config, "--output-dir", crashed, "--resume", "--no-progress"], capsys)
+    assert rc == 0, err
+    assert "starting it again from step 0" in out
+    assert [e["event"] for e in read_events(crashed)][:2] == ["start", "resume"]
+    assert [e["loss"] for e in read_events(crashed, "train")] == [e["loss"] for e in read_events(trained, "train")]
+    a = torch.load(trained / "checkpoints" / "step_00000006.pt", weights_only=True)["model"]
+    b = torch.load(crashed / "checkpoints" / "step_00000006.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
 def test_sample_and_eval(trained, corpus_file, capsys):
     inf = trained / "inference"
     rc, out1, err = run(["sample", "--checkpoint", inf, "--prompt", "The for", "--length", "12", "--steps", "6", "--seed", "3"], capsys)
@@ -104,7 +119,7 @@ def test_resume_refuses_other_tokenizer(trained, capsys):
     assert tree_digest(trained) == before
 
 def test_resume_without_checkpoint(tmp_path, tiny_config, capsys):
-    expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", tmp_path / "none", "--resume"], "has no checkpoint")
+    expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", tmp_path / "none", "--resume"], "holds no run")
 
 def test_truncated_checkpoint(trained, capsys):
     ck = trained / "checkpoints" / "step_00000006.pt"

@@ -134,6 +134,16 @@ def test_resume_continues_exactly(tiny, tmp_path):
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     with pytest.raises(CheckpointError, match="block_size"):
         DraftTrainer(_cfg(chat, block_size=8), tmp_path / "part", resume=True, **quiet)
+    # stopped after its start event but before the first save: --resume starts it again from step 0
+    crashed = tmp_path / "crashed"; crashed.mkdir()
+    (crashed / "events.jsonl").write_text("".join(l + "\n" for l in (tmp_path / "full" / "events.jsonl").read_text().splitlines()[:1]))
+    with pytest.raises(CheckpointError, match="already holds a run"):
+        DraftTrainer(_cfg(chat), crashed, **quiet)
+    DraftTrainer(_cfg(chat), crashed, resume=True, **quiet).run()
+    assert [e["event"] for e in map(json.loads, (crashed / "events.jsonl").read_text().splitlines())][:2] == ["start", "resume"]
+    assert [e["loss"] for e in _events(crashed, "train")] == la
+    wc = torch.load(DraftTrainer(_cfg(chat), crashed, resume=True, **quiet).ckpts.latest(), weights_only=True)["model"]
+    assert all(torch.equal(wa[k], wc[k]) for k in wa)
     with pytest.raises(CheckpointError, match="another target"):
         DraftTrainer(_cfg(chat), tmp_path / "part", resume=True, target=tiny_target("llama", num_layers=5),
                      progress=False, log=lambda *a: None)

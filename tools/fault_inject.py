@@ -12,7 +12,8 @@ the asked number) until the asked number of kills hit a running process. After e
 - `events.jsonl` parses line by line (a torn last line is allowed: the kill can cut a write);
 - `make-chat-data` output has no torn or duplicate record; `hidden-states` has an index whose shards all load;
 
-then restarts the same command (trainers with `--resume`), and after the last kill finishes the job and compares it with
+then restarts the same command (trainers with `--resume` once they have logged anything, even before their first
+checkpoint), and after the last kill finishes the job and compares it with
 an uninterrupted run: final weights bit-equal for the trainers, the same records for chat data, the same tensors for
 features. Exit code 1 and a report when anything differs."""
 import argparse, json, os, random, shutil, signal, subprocess, sys, tempfile, time
@@ -96,6 +97,11 @@ def commands(job: str, paths: dict, out: Path) -> tuple[list, list]:
 def progress_marker(job: str, out: Path) -> Path:
     "The file whose appearance shows a job has started writing results."
     return {"chat": out / "chat.jsonl", "features": out / "index.json"}.get(job, out / "checkpoints" / "latest")
+
+
+def started(job: str, out: Path) -> bool:
+    "Whether a restart must continue the run: trainers count as started once they log (a kill before the first checkpoint too)."
+    return progress_marker(job, out).exists() or (job in ("mdlm", "dflash", "eagle3") and (out / "events.jsonl").exists())
 
 
 def finished(job: str, out: Path) -> bool:
@@ -221,15 +227,15 @@ def inject(job: str, kills: int, paths: dict, work: Path, rng: random.Random) ->
         attempts += 1
         if finished(job, out):                       # nothing left to interrupt: start this job over
             shutil.rmtree(out, ignore_errors=True); restarts += 1
-        started = progress_marker(job, out).exists()
+        begun = started(job, out)
         left = 1.0 - min(1.0, done_fraction(job, out, ref))
         # from just before the first write to the end of what is left of the run (start-up costs the same every time)
         delay = rng.uniform(0.8 * t_first, t_first + (t_full - t_first) * left)
-        hit = kill_at(again if started else first, delay)
+        hit = kill_at(again if begun else first, delay)
         if not hit: t_full = max(1.05 * t_first, 0.85 * t_full)   # the machine got faster than the reference run
         real += hit
         log.append(check_state(job, out))
-    if not progress_marker(job, out).exists(): run(first)
+    if not started(job, out): run(first)
     run(again)
     check_state(job, out)
     compare(job, ref, out)
