@@ -4,7 +4,10 @@ Prints tokens/s of both, their ratio, and the achieved fraction of this machine'
 (measured in the same run), at two model sizes. Steps are interleaved (AR, MDLM, AR, ...) so that machine
 noise hits both alike; the median is reported.
 
-    python bench/train_step.py [--steps 6] [--threads 2] [--sizes small,medium]
+    python bench/train_step.py [--steps 6] [--threads 2] [--sizes small,medium] [--profile]
+
+`--profile` also splits the MDLM step's time by kind of work (torch.profiler, self time): matrix multiplies (with their
+own achieved GFLOP/s, to compare with the peak), fused attention, the optimizer, and the element-wise rest.
 """
 import argparse, json, statistics, time
 import torch
@@ -34,10 +37,29 @@ def step_flops(cfg: ModelConfig, B: int, T: int, n_logits: float, causal: bool) 
     attn = L * 2 * 2 * B * T * T * d * (0.5 if causal else 1.0)   # QK^T and AV, fwd; x3 for fwd+bwd below
     return 6 * body * B * T + 6 * d * VOCAB * n_logits + 3 * attn
 
+CATEGORIES = [("matmul", ("aten::mm", "aten::bmm", "aten::addmm")), ("attention", ("scaled_dot_product",)),
+              ("loss", ("log_softmax", "nll_loss", "cross_entropy")),
+              ("optimizer", ("lerp", "addcdiv", "sqrt", "_foreach", "_fused_adam"))]
+
+def profile_step(step_fn, mm_flops: float, reps: int = 3) -> dict:
+    "Share of the step's self CPU time by category, and the matmuls' own GFLOP/s."
+    from torch.profiler import profile, ProfilerActivity
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(reps): step_fn()
+    total, cat = 0.0, {k: 0.0 for k, _ in CATEGORIES} | {"element-wise and other": 0.0}
+    for ev in prof.key_averages():
+        t = ev.self_cpu_time_total; total += t
+        name = next((k for k, keys in CATEGORIES if any(s in ev.key for s in keys)), "element-wise and other")
+        cat[name] += t
+    out = {k: round(v / total, 3) for k, v in cat.items()}
+    out["matmul_gflops"] = round(mm_flops * reps / (cat["matmul"] / 1e6) / 1e9, 1)
+    return out
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=6); ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--sizes", default="small,medium")
+    ap.add_argument("--profile", action="store_true", help="also split the MDLM step's time by kind of work")
     args = ap.parse_args()
     if args.threads: torch.set_num_threads(args.threads)
     peak = matmul_peak()
@@ -77,11 +99,19 @@ def main():
             row[f"{k}_gflops"] = round(fl[k] / med[k] / 1e9, 1)
             row[f"{k}_peak_fraction"] = round(fl[k] / med[k] / peak, 3)
         row["mdlm_over_ar_tokens_per_s"] = round(row["mdlm_tokens_per_s"] / row["ar_tokens_per_s"], 3)
+        if args.profile:
+            d, L, f = cfg.d_model, cfg.n_layer, cfg.ffn_dim
+            mm = 6 * L * (4 * d * d + 3 * d * f) * B * T + 6 * d * VOCAB * statistics.mean(n_logits)   # the step's mm/addmm work
+            row["profile"] = profile_step(lambda: run("mdlm"), mm)
         results[name] = row
         print(f"\n[{name}] {row['params_m']} M params, batch {B} x {T}")
         print(f"  AR   step: {row['ar_tokens_per_s']:>9.0f} tok/s  {row['ar_gflops']:>6.1f} GFLOP/s  ({row['ar_peak_fraction']:.0%} of peak)")
         print(f"  MDLM step: {row['mdlm_tokens_per_s']:>9.0f} tok/s  {row['mdlm_gflops']:>6.1f} GFLOP/s  ({row['mdlm_peak_fraction']:.0%} of peak)")
         print(f"  MDLM / AR tokens/s: {row['mdlm_over_ar_tokens_per_s']:.2f}  (MDLM computes logits only at masked positions, ~half)")
+        if args.profile:
+            pr = row["profile"]
+            print("  MDLM step time: " + ", ".join(f"{k} {v:.0%}" for k, v in pr.items() if k != "matmul_gflops") +
+                  f"; the matmuls alone run at {pr['matmul_gflops']:.1f} GFLOP/s ({pr['matmul_gflops'] * 1e9 / peak:.0%} of peak)")
     print("\n" + json.dumps(results))
 
 if __name__ == "__main__":

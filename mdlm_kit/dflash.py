@@ -338,8 +338,9 @@ def dflash_forward(draft: DFlashDraftModel, tables, input_ids, loss_mask, target
     return out
 
 @torch.no_grad()
-def draft_block(draft: DFlashDraftModel, tables, context_hidden, anchor_token: int, start: int, cache=None) -> torch.Tensor:
-    "Decoding time: greedy draft tokens (bs-1,) for the block [anchor_token, MASK…] at positions start.., given target features of positions < start (1, start, K*H), or a `DFlashContextCache` holding them."
+def draft_block(draft: DFlashDraftModel, tables, context_hidden, anchor_token: int, start: int, cache=None,
+                n_draft: int | None = None) -> torch.Tensor:
+    "Decoding time: greedy draft tokens (n_draft,) for the first n_draft slots (default all bs-1) of the block [anchor_token, MASK…] at positions start.., given target features of positions < start (1, start, K*H), or a `DFlashContextCache` holding them."
     cfg = draft.config; bs = cfg.block_size
     dev = next(draft.parameters()).device
     ids = torch.full((1, bs), cfg.mask_token_id, dtype=torch.long, device=dev); ids[0, 0] = anchor_token
@@ -351,7 +352,10 @@ def draft_block(draft: DFlashDraftModel, tables, context_hidden, anchor_token: i
     else:
         pos = torch.arange(start + bs, device=dev)[None]
         h = draft(draft.embed(ids, tables), context_hidden[:, :start], pos, mask, backend)
-    return tables.logits(h)[0, 1:].argmax(-1)
+    # the whole block runs through the drafter (its slots attend to each other), but the LM head, the largest cost at
+    # decoding time (7 slots x a 49k vocabulary for SmolLM2), runs only on the slots that will be verified
+    n = bs - 1 if n_draft is None else max(0, min(n_draft, bs - 1))
+    return tables.logits(h[:, 1:1 + n])[0].argmax(-1)
 
 class DFlashContextCache:
     "Decoding-time cache of what the drafter derives from committed positions: each layer's context keys/values (after RoPE)."

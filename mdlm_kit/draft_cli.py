@@ -135,6 +135,17 @@ def cmd_speculate(args):
     from mdlm_kit.speculative import SamplingParams, load_draft, load_prompts, speculate
     from mdlm_kit.targets import TargetModel
     from mdlm_kit.device import resolve_device
+    # flags first: loading the target takes a while, and a typo should not cost it
+    bad = [f"--{n} must be {rule}, not {v}" for n, v, ok, rule in [
+        ("num-draft-tokens", args.num_draft_tokens, args.num_draft_tokens is None or args.num_draft_tokens >= 1, "at least 1"),
+        ("max-new-tokens", args.max_new_tokens, args.max_new_tokens >= 1, "at least 1"),
+        ("num-prompts", args.num_prompts, args.num_prompts >= 0, "0 (all) or more"),
+        ("temperature", args.temperature, args.temperature >= 0, "0 (greedy) or more"),
+        ("top-k", args.top_k, args.top_k >= 0, "0 (off) or more"),
+        ("top-p", args.top_p, 0 < args.top_p <= 1, "in (0, 1]"),
+        ("tree-nodes", args.tree_nodes, args.tree_nodes >= 0, "0 (a chain) or more"),
+        ("tree-top-k", args.tree_top_k, args.tree_top_k >= 1, "at least 1")] if not ok]
+    if bad: raise ValueError("; ".join(bad) + ".")
     dev = resolve_device(args.device or "auto")
     tgt = TargetModel.from_pretrained(args.target, device=dev)
     draft = load_draft(args.draft, device=dev)
@@ -191,7 +202,7 @@ def add_draft_commands(sub):
     p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (lossless is then checked token for token)")
     p.add_argument("--top-k", type=int, default=0, help="top-k of the target's sampling (0: off)")
     p.add_argument("--top-p", type=float, default=1.0, help="top-p of the target's sampling")
-    p.add_argument("--num-draft-tokens", type=int, default=5, help="EAGLE-3 chain length (DFlash drafts block_size-1)")
+    p.add_argument("--num-draft-tokens", type=int, default=None, help="drafts verified per cycle (default: EAGLE-3 5, DFlash block_size-1)")
     p.add_argument("--tree-nodes", type=int, default=0, help="EAGLE-3: verify a dynamic tree of this many nodes (0: a chain); depth = --num-draft-tokens")
     p.add_argument("--tree-top-k", type=int, default=4, help="EAGLE-3 tree: children expanded per node and nodes kept per depth")
     p.add_argument("--baseline", action="store_true", help="also time plain decoding at temperature > 0")

@@ -148,12 +148,13 @@ def _spec_stats(res: DecodeResult, elapsed: float, base: DecodeResult | None = N
     snap = DecodeResult(res.tokens, res.cycles, res.accepted, res.proposed, total_time=elapsed)
     return {"cycles": len(res.cycles), **summarize_runs([snap], None if base is None else [base], [base] if base and greedy else None)}
 
-def speculative_frames(target, draft, prompt: str, max_new_tokens: int = 64, num_draft_tokens: int = 5, temperature: float = 0.0,
+def speculative_frames(target, draft, prompt: str, max_new_tokens: int = 64, num_draft_tokens: int | None = None, temperature: float = 0.0,
                        seed: int = 0, tree_nodes: int = 0, compare: bool = True, limits: Limits = Limits()) -> Iterator[SpecFrame]:
     "Validate the fields, then yield a SpecFrame after every speculative cycle and a final one with the comparison."
     prompt = check_prompt(prompt, limits)
     if not prompt.strip(): raise PlaygroundError("the prompt is empty: type a question for the target.")
     max_new = check_range("max new tokens", max_new_tokens, 1, limits.max_new_tokens)
+    if num_draft_tokens is None: num_draft_tokens = draft.config.block_size - 1 if isinstance(draft, DFlashDraftModel) else 5
     k = check_range("draft tokens", num_draft_tokens, 1, limits.max_draft_tokens)
     temperature = check_range("temperature", temperature, 0.0, limits.max_temperature, float)
     seed = check_range("seed", seed, 0, 2**31 - 1)
@@ -167,7 +168,7 @@ def speculative_frames(target, draft, prompt: str, max_new_tokens: int = 64, num
                               time.perf_counter() - t0))
     def work():
         try:
-            if isinstance(draft, DFlashDraftModel): r = dflash_decode(target, draft, tables, ids, max_new, sp, seed, eos, on_cycle=on_cycle)
+            if isinstance(draft, DFlashDraftModel): r = dflash_decode(target, draft, tables, ids, max_new, sp, seed, eos, k, on_cycle=on_cycle)
             elif tree_nodes: r = eagle3_tree_decode(target, draft, tables, ids, max_new, k, 4, tree_nodes, sp, seed, eos, on_cycle=on_cycle)
             else: r = eagle3_decode(target, draft, tables, ids, max_new, k, sp, seed, eos, on_cycle=on_cycle)
             q.put(("done", r, r.total_time))
@@ -279,7 +280,8 @@ def build_app(pg: Playground):
             sprompt = gr.Textbox("What does the Python keyword yield do?", label="Prompt", max_length=L.max_prompt_chars)
             with gr.Row():
                 snew = gr.Slider(1, L.max_new_tokens, 64, step=1, label="Max new tokens")
-                sk = gr.Slider(1, L.max_draft_tokens, 5, step=1, label="Draft tokens (EAGLE-3 chain)")
+                k0 = pg.draft.config.block_size - 1 if isinstance(pg.draft, DFlashDraftModel) else 5
+                sk = gr.Slider(1, L.max_draft_tokens, k0, step=1, label="Draft tokens per cycle (DFlash: up to block size - 1)")
                 stemp = gr.Slider(0.0, L.max_temperature, 0.0, step=0.05, label="Temperature")
                 sseed = gr.Number(0, precision=0, label="Seed")
             srun = gr.Button("Run speculative decoding", variant="primary")

@@ -138,9 +138,9 @@ def plain_decode(target, prompt_ids, max_new_tokens: int, sp: SamplingParams = S
 # %% ../nbs/17_speculative.ipynb #516764cf
 @torch.no_grad()
 def dflash_decode(target, draft: DFlashDraftModel, tables, prompt_ids, max_new_tokens: int,
-                  sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None, block_size: int | None = None,
+                  sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None, num_draft_tokens: int | None = None,
                   on_cycle=None) -> DecodeResult:
-    "Speculative decoding with a DFlash drafter (greedy drafts, lossless verification); `on_cycle(result)` after every cycle."
+    "Speculative decoding with a DFlash drafter (greedy drafts of `num_draft_tokens` slots, default block_size-1, verified losslessly); `on_cycle(result)` after every cycle."
     g = torch.Generator().manual_seed(seed); t0 = time.perf_counter()
     draft.eval()
     tgt, ctx, res, b = _prefill(target, draft.config.target_layer_ids, prompt_ids, sp, g)
@@ -148,9 +148,8 @@ def dflash_decode(target, draft: DFlashDraftModel, tables, prompt_ids, max_new_t
     while len(res.tokens) < max_new_tokens and b != eos_token_id:
         start = tgt.length                                   # position of b
         t1 = time.perf_counter()
-        drafts = draft_block(draft, tables, None, b, start, cache=cache)
-        if block_size: drafts = drafts[:block_size - 1]
-        drafts = drafts[:max(0, max_new_tokens - len(res.tokens))]
+        k = draft.config.block_size - 1 if num_draft_tokens is None else num_draft_tokens
+        drafts = draft_block(draft, tables, None, b, start, cache=cache, n_draft=min(k, max_new_tokens - len(res.tokens)))
         t2 = time.perf_counter()
         logits, hid = tgt.extend(torch.cat([torch.tensor([b]), drafts.cpu()])[None])
         a, nxt = verify(drafts, logits, sp, generator=g)
@@ -342,7 +341,7 @@ def summarize_runs(results: list[DecodeResult], baseline: list[DecodeResult] | N
            "draft_time_s": round(sum(r.draft_time for r in results), 3), "verify_time_s": round(sum(r.verify_time for r in results), 3),
            # prefill plus the loop's own bookkeeping (cache crops, concatenations, Python)
            "other_time_s": round(sum(r.total_time - r.draft_time - r.verify_time for r in results), 3),
-           "tokens": n_tok, "tokens_per_s": round(n_tok / t, 2) if t else None}
+           "cycles": len(cyc), "tokens": n_tok, "tokens_per_s": round(n_tok / t, 2) if t else None}
     if baseline is not None:
         bt = sum(r.total_time for r in baseline); bn = sum(len(r.tokens) for r in baseline)
         out["baseline_tokens_per_s"] = round(bn / bt, 2) if bt else None
@@ -380,23 +379,24 @@ def load_draft(path, device="cpu"):
     if cfg.get("model_type") == "mdlm_kit_dflash": return DFlashDraftModel.from_pretrained(path, device=device)
     raise ValueError(f"{str(path)!r} is not a saved DFlash or EAGLE-3 drafter (no matching config.json); pass the run's draft/ directory.")
 
-def speculate(target, draft, prompts, max_new_tokens: int = 64, sp: SamplingParams = SamplingParams(), num_draft_tokens: int = 5,
+def speculate(target, draft, prompts, max_new_tokens: int = 64, sp: SamplingParams = SamplingParams(), num_draft_tokens: int | None = None,
               baseline: bool = True, seed: int = 0, progress: bool = True, tree_nodes: int = 0, tree_top_k: int = 4) -> dict:
-    "Run speculative decoding over chat prompts; return the metrics (and lossless at temperature 0)."
+    "Run speculative decoding over chat prompts; return the metrics (and lossless at temperature 0). `num_draft_tokens`: drafts verified per cycle (default: DFlash block_size-1, EAGLE-3 5)."
     from tqdm.auto import tqdm
     tok, tables = target.tokenizer, target.embeddings_and_head()
     if isinstance(draft, DFlashDraftModel) and draft.config.target_digest and draft.config.target_digest != target.digest():
         raise ValueError("this DFlash drafter was trained for another target (architecture digest differs).")
     eos = tok.eos_token_id
+    k = 5 if num_draft_tokens is None else num_draft_tokens
     runs, base = [], []
     for i, msgs in enumerate(tqdm(prompts, disable=not progress, desc="speculate")):
         ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"]
         if isinstance(draft, DFlashDraftModel):
-            r = dflash_decode(target, draft, tables, ids, max_new_tokens, sp, seed + i, eos)
+            r = dflash_decode(target, draft, tables, ids, max_new_tokens, sp, seed + i, eos, num_draft_tokens)
         elif tree_nodes:
-            r = eagle3_tree_decode(target, draft, tables, ids, max_new_tokens, num_draft_tokens, tree_top_k, tree_nodes, sp, seed + i, eos)
+            r = eagle3_tree_decode(target, draft, tables, ids, max_new_tokens, k, tree_top_k, tree_nodes, sp, seed + i, eos)
         else:
-            r = eagle3_decode(target, draft, tables, ids, max_new_tokens, num_draft_tokens, sp, seed + i, eos)
+            r = eagle3_decode(target, draft, tables, ids, max_new_tokens, k, sp, seed + i, eos)
         runs.append(r)
         if baseline or sp.greedy: base.append(plain_decode(target, ids, max_new_tokens, sp, seed + i, eos))
     out = summarize_runs(runs, base or None, base if sp.greedy else None)

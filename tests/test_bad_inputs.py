@@ -89,6 +89,8 @@ CASES = [
                                         "--output-dir", f"{w}/run", "--device", "cpu"], "already"),
     # speculative decoding
     ("speculate-not-a-drafter", lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/run/inference", "--prompts", f"{w}/prompts.jsonl"], "not a saved DFlash or EAGLE-3 drafter"),
+    ("speculate-zero-draft-tokens", lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--num-draft-tokens", "0"], "--num-draft-tokens must be at least 1"),
+    ("speculate-top-p", lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--top-p", "0", "--temperature", "-1"], "--top-p must be in (0, 1]"),
     ("speculate-prompts-missing", lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--prompts", f"{b}/none.jsonl"], "none.jsonl"),
     # playground flags
     ("playground-port", lambda w, b: ["playground", "--checkpoint", f"{w}/run/inference", "--port", "70000"], "--port"),

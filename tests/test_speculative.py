@@ -77,6 +77,8 @@ def test_overfit_drafters_accept_at_decoding_time(setup, drafters):
     tau1 = summarize_runs([r1])["tau_pooled"]
     acc2 = sum(r2.accepted) / sum(r2.proposed)
     assert tau1 >= 0.75 * BS, tau1          # close to the block size
+    r4 = dflash_decode(tgt, df, tables, prompt, 40, num_draft_tokens=2)   # verify 2 of the block's BS-1 drafts
+    assert r4.tokens == answer and max(r4.proposed) == 2 and max(r4.cycles) == 3 and sum(r4.accepted) >= 0.8 * sum(r4.proposed)
     assert acc2 >= 0.8, acc2                # nearly every drafted token
 
 
@@ -165,4 +167,6 @@ def test_dflash_context_cache_drafts_what_the_full_recompute_drafts(setup, draft
         full = draft_block(df, tables, hid, int(ids[0, start]), start)
         cached = draft_block(df, tables, None, int(ids[0, start]), start, cache=cache)
         assert torch.equal(full, cached), (start, full, cached)
+        for k in (0, 1, 2, BS - 1, BS + 3):   # fewer verified slots: the LM head runs on those only, the drafts are the same
+            assert torch.equal(draft_block(df, tables, hid, int(ids[0, start]), start, n_draft=k), full[:k]), k
     with pytest.raises(Exception, match="cache holds"): draft_block(df, tables, None, 5, start + 1, cache=cache)
