@@ -69,7 +69,7 @@ clean-nbs: install
 	$(BIN)/nbdev-export && $(BIN)/nbdev-clean
 
 bench: install
-	$(BIN)/python bench/train_step.py
+	$(BIN)/python bench/train_step.py --profile --compile
 	$(BIN)/python bench/logits_memory.py
 	$(BIN)/python bench/dflash_attention.py
-	$(BIN)/python bench/speculate.py --tree-nodes 6   # needs the drafters of nbs/18_drafter_recipes; skips the missing ones
+	$(BIN)/python bench/speculate.py --tree-nodes 6 --dflash-draft-tokens 1,2,3   # needs the drafters of nbs/18_drafter_recipes; skips the missing ones

@@ -4,10 +4,12 @@ Prints tokens/s of both, their ratio, and the achieved fraction of this machine'
 (measured in the same run), at two model sizes. Steps are interleaved (AR, MDLM, AR, ...) so that machine
 noise hits both alike; the median is reported.
 
-    python bench/train_step.py [--steps 6] [--threads 2] [--sizes small,medium] [--profile]
+    python bench/train_step.py [--steps 6] [--threads 2] [--sizes small,medium] [--profile] [--compile]
 
 `--profile` also splits the MDLM step's time by kind of work (torch.profiler, self time): matrix multiplies (with their
 own achieved GFLOP/s, to compare with the peak), fused attention, the optimizer, and the element-wise rest.
+`--compile` adds a third contender, the MDLM step under `torch.compile` (what `training.compile = true` runs), and reports
+its one-off compile time.
 """
 import argparse, json, statistics, time
 import torch
@@ -60,6 +62,7 @@ def main():
     ap.add_argument("--steps", type=int, default=6); ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--sizes", default="small,medium")
     ap.add_argument("--profile", action="store_true", help="also split the MDLM step's time by kind of work")
+    ap.add_argument("--compile", action="store_true", help="also time the MDLM step under torch.compile")
     args = ap.parse_args()
     if args.threads: torch.set_num_threads(args.threads)
     peak = matmul_peak()
@@ -69,27 +72,31 @@ def main():
         mc, B, T = SIZES[name]
         cfg = ModelConfig(vocab_size=VOCAB, mask_token_id=MASK, **mc)
         torch.manual_seed(0)
-        models = {k: DiffusionTransformer(cfg) for k in ("ar", "mdlm")}
+        kinds = ("ar", "mdlm", "compiled") if args.compile else ("ar", "mdlm")
+        models = {k: DiffusionTransformer(cfg) for k in kinds}
         opts = {k: torch.optim.AdamW(m.parameters(), lr=1e-4) for k, m in models.items()}
+        fwd = {k: torch.compile(m, dynamic=True) if k == "compiled" else m for k, m in models.items()}
         x = torch.randint(4, VOCAB, (B, T))
         g = torch.Generator().manual_seed(0)
-        times, n_logits = {"ar": [], "mdlm": []}, []
+        times, n_logits = {k: [] for k in kinds}, []
 
         def run(kind):
-            m, opt = models[kind], opts[kind]
+            m, opt = fwd[kind], opts[kind]
             t0 = time.perf_counter()
             if kind == "ar":
                 logits = m(x[:, :-1], causal=True)
                 loss = F.cross_entropy(logits.reshape(-1, VOCAB), x[:, 1:].reshape(-1))
             else:
                 out = diffusion_loss(m, x, sample_times(B, generator=g), MASK, generator=g)
-                loss = out["loss"]; n_logits.append(out["n_masked"])
+                loss = out["loss"]
+                if kind == "mdlm": n_logits.append(out["n_masked"])
             loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
             return time.perf_counter() - t0
 
         run("ar"); run("mdlm"); n_logits.clear()          # warm-up
+        if args.compile: compile_s = run("compiled") + run("compiled")   # compiles (static, then dynamic shapes)
         for _ in range(args.steps):
-            for kind in ("ar", "mdlm"): times[kind].append(run(kind))
+            for kind in kinds: times[kind].append(run(kind))
         med = {k: statistics.median(v) for k, v in times.items()}
         fl = {"ar": step_flops(cfg, B, T - 1, B * (T - 1), True), "mdlm": step_flops(cfg, B, T, statistics.mean(n_logits), False)}
         row = {"params_m": round(models["mdlm"].num_params() / 1e6, 2), "batch": B, "seq": T}
@@ -99,6 +106,9 @@ def main():
             row[f"{k}_gflops"] = round(fl[k] / med[k] / 1e9, 1)
             row[f"{k}_peak_fraction"] = round(fl[k] / med[k] / peak, 3)
         row["mdlm_over_ar_tokens_per_s"] = round(row["mdlm_tokens_per_s"] / row["ar_tokens_per_s"], 3)
+        if args.compile:
+            row["compiled_tokens_per_s"] = round(B * T / med["compiled"], 1)
+            row["compiled_over_eager"] = round(med["mdlm"] / med["compiled"], 3); row["compile_s"] = round(compile_s, 1)
         if args.profile:
             d, L, f = cfg.d_model, cfg.n_layer, cfg.ffn_dim
             mm = 6 * L * (4 * d * d + 3 * d * f) * B * T + 6 * d * VOCAB * statistics.mean(n_logits)   # the step's mm/addmm work
@@ -108,6 +118,9 @@ def main():
         print(f"  AR   step: {row['ar_tokens_per_s']:>9.0f} tok/s  {row['ar_gflops']:>6.1f} GFLOP/s  ({row['ar_peak_fraction']:.0%} of peak)")
         print(f"  MDLM step: {row['mdlm_tokens_per_s']:>9.0f} tok/s  {row['mdlm_gflops']:>6.1f} GFLOP/s  ({row['mdlm_peak_fraction']:.0%} of peak)")
         print(f"  MDLM / AR tokens/s: {row['mdlm_over_ar_tokens_per_s']:.2f}  (MDLM computes logits only at masked positions, ~half)")
+        if args.compile:
+            print(f"  MDLM step under torch.compile: {row['compiled_tokens_per_s']:>9.0f} tok/s, {row['compiled_over_eager']:.2f}x eager "
+                  f"(after {row['compile_s']:.0f} s of compiling)")
         if args.profile:
             pr = row["profile"]
             print("  MDLM step time: " + ", ".join(f"{k} {v:.0%}" for k, v in pr.items() if k != "matmul_gflops") +

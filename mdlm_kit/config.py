@@ -74,6 +74,7 @@ class TrainingConfig:
     save_interval: int = 100
     keep_last: int = 2
     skip_nonfinite: bool = False  # skip a step whose loss is NaN/inf instead of stopping
+    compile: bool = False         # torch.compile the training forward/backward (fuses element-wise work; the first step compiles)
 
 @dataclass
 class ExperimentConfig:

@@ -50,7 +50,7 @@ def make_optimizer(model: torch.nn.Module, tc, device: torch.device):
 
 # %% ../nbs/08_train.ipynb #e5d64cb3
 RESUME_MAY_CHANGE = {"training.max_steps", "training.log_interval", "training.eval_interval", "training.save_interval",
-                     "training.keep_last", "training.eval_batches", "training.skip_nonfinite", "name", "device",
+                     "training.keep_last", "training.eval_batches", "training.skip_nonfinite", "training.compile", "name", "device",
                      "precision", "forbid_math_sdpa", "model.activation_checkpointing", "data.data_dir"}
 
 def _flatten(d: dict, prefix="") -> dict:
@@ -104,6 +104,9 @@ class Trainer:
                                 f"(checkpoint tokenizer {state['tokenizer_sha256'][:12]}…, data {self.data.meta['tokenizer_sha256'][:12]}…).")
         seed_everything(tc.seed)
         self.model = DiffusionTransformer(cfg.model).to(self.device)
+        # compiled for training steps only; the weights, the state dict and evaluation stay those of the plain module.
+        # dynamic: the number of masked positions, hence the logits' shape, changes every step
+        self.step_model = torch.compile(self.model, dynamic=True) if tc.compile else self.model
         self.optimizer = make_optimizer(self.model, tc, self.device)
         self.scaler = make_grad_scaler(self.precision)
         self.sampler = DeterministicBatchSampler(self.data.meta["n_train_blocks"], tc.batch_size, tc.seed)
@@ -159,7 +162,7 @@ class Trainer:
         for a in range(A):
             x = self.data.batch("train", self.sampler.indices(self.step * A + a)).to(dev, non_blocking=True)
             with autocast(self.precision), sdpa_context(dev, self.cfg.forbid_math_sdpa):
-                out = diffusion_loss(self.model, x, t[a * B:(a + 1) * B], self.cfg.model.mask_token_id,
+                out = diffusion_loss(self.step_model, x, t[a * B:(a + 1) * B], self.cfg.model.mask_token_id,
                                      n_tokens=B * A * T, generator=g)
             self.scaler.scale(out["loss"]).backward()
             loss += out["loss"].item(); n_masked += out["n_masked"]; n_correct += out["n_correct"]
