@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from .checkpoint import CheckpointError, load_model_dir, save_model_dir
-from .model import RMSNorm, apply_rope
+from .layers import RMSNorm, SwiGLU, apply_rope
 from .targets import rotary_embedding, target_shape
 
 # %% auto #0
@@ -240,7 +240,6 @@ class DFlashLayer(nn.Module):
     "Pre-norm decoder layer (Qwen3 style) with the context injected as keys/values."
     def __init__(self, cfg: DFlashConfig):
         super().__init__()
-        from mdlm_kit.model import SwiGLU
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.self_attn = DFlashAttention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 import torch
 from .checkpoint import CheckpointError, CheckpointManager, atomic_write_text, resume_point, trim_events
+from .layers import make_optimizer
 from .device import (autocast, get_rng_state, memory_stats, resolve_device, resolve_precision, seed_everything,
                              set_rng_state, synchronize)
 from .targets import TargetModel, TargetEmbeddingsAndHead, TargetError, feature_scaled_init_
@@ -253,7 +254,6 @@ class DraftTrainer:
         self.total_steps = cfg.max_steps or -(-micro_total // cfg.gradient_accumulation_steps)
         self.schedule_steps = cfg.total_steps or self.total_steps
         from types import SimpleNamespace
-        from mdlm_kit.train import make_optimizer
         self.optimizer = make_optimizer(self.model, SimpleNamespace(
             learning_rate=cfg.learning_rate, beta1=0.9, beta2=0.999, adam_eps=1e-8, weight_decay=cfg.weight_decay,
             optimizer=cfg.optimizer_type), self.device)

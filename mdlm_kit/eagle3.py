@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from .checkpoint import CheckpointError, load_model_dir, save_model_dir
-from .model import RMSNorm, apply_rope
+from .layers import RMSNorm, apply_rope
 from .targets import rotary_embedding, target_shape
 
 # %% auto #0

@@ -14,30 +14,10 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from .checkpoint import load_model_dir, save_model_dir, CheckpointError
 from .config import ModelConfig, to_dict, _fill
+from .layers import RMSNorm, SwiGLU, apply_rope, rope_tables
 
 # %% auto #0
-__all__ = ['MODEL_TYPE', 'RMSNorm', 'rope_tables', 'apply_rope', 'Attention', 'SwiGLU', 'Block', 'DiffusionTransformer']
-
-# %% ../nbs/05_model.ipynb #120ebf63
-class RMSNorm(nn.Module):
-    "Root-mean-square norm (computed in fp32 for stability under autocast)."
-    def __init__(self, dim: int, eps: float = 1e-5):
-        super().__init__(); self.eps = eps; self.weight = nn.Parameter(torch.ones(dim))
-    def forward(self, x):
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
-
-def rope_tables(seq_len: int, head_dim: int, theta: float = 10000.0, device=None):
-    "cos/sin tables of shape (seq_len, head_dim) for the rotate-half convention."
-    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
-    ang = torch.outer(torch.arange(seq_len, device=device, dtype=torch.float32), inv)
-    ang = torch.cat([ang, ang], dim=-1)
-    return ang.cos(), ang.sin()
-
-def apply_rope(x, cos, sin):
-    "Rotate `x` of shape (..., T, head_dim) by the tables for its T positions."
-    x1, x2 = x.chunk(2, dim=-1)
-    return (x * cos + torch.cat([-x2, x1], dim=-1) * sin).type_as(x)
+__all__ = ['MODEL_TYPE', 'Attention', 'Block', 'DiffusionTransformer']
 
 # %% ../nbs/05_model.ipynb #2f99beb6
 class Attention(nn.Module):
@@ -58,15 +38,6 @@ class Attention(nn.Module):
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=causal and attn_mask is None,
                                            dropout_p=self.dropout if self.training else 0.0)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
-
-class SwiGLU(nn.Module):
-    "The gated MLP of PaLM/Llama: W2(silu(W1 x) * W3 x)."
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.w1 = nn.Linear(cfg.d_model, cfg.ffn_dim, bias=False)
-        self.w3 = nn.Linear(cfg.d_model, cfg.ffn_dim, bias=False)
-        self.w2 = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=False)
-    def forward(self, x): return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 class Block(nn.Module):
     "Pre-norm transformer block."

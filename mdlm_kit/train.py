@@ -17,9 +17,10 @@ from .device import (autocast, configure_backends, device_summary, get_rng_state
                              seed_everything, set_rng_state, synchronize)
 from .diffusion import diffusion_loss, elbo_bound, sample_times
 from .model import DiffusionTransformer
+from .layers import make_optimizer
 
 # %% auto #0
-__all__ = ['RESUME_MAY_CHANGE', 'TrainingError', 'lr_at', 'make_optimizer', 'resume_mismatches', 'Trainer']
+__all__ = ['RESUME_MAY_CHANGE', 'TrainingError', 'lr_at', 'resume_mismatches', 'Trainer']
 
 # %% ../nbs/08_train.ipynb #9cf30c07
 class TrainingError(RuntimeError):
@@ -30,23 +31,6 @@ def lr_at(step: int, tc) -> float:
     if step < tc.warmup_steps: return tc.learning_rate * (step + 1) / tc.warmup_steps
     frac = min(1.0, (step - tc.warmup_steps) / max(1, tc.max_steps - tc.warmup_steps))
     return tc.min_lr + 0.5 * (tc.learning_rate - tc.min_lr) * (1 + math.cos(math.pi * frac))
-
-def make_optimizer(model: torch.nn.Module, tc, device: torch.device):
-    "AdamW (or bitsandbytes 8-bit AdamW) with decay/no-decay groups."
-    decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": tc.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    kw = dict(lr=tc.learning_rate, betas=(tc.beta1, tc.beta2), eps=tc.adam_eps)
-    if tc.optimizer == "adamw_8bit":
-        try: import bitsandbytes as bnb
-        except ImportError:
-            raise ConfigError("config key 'training.optimizer': adamw_8bit needs bitsandbytes "
-                              "(pip install bitsandbytes, CUDA only); use 'adamw' otherwise.") from None
-        mng = bnb.optim.GlobalOptimManager.get_instance()
-        for emb in (m for m in model.modules() if isinstance(m, torch.nn.Embedding)):
-            mng.register_module_override(emb, "weight", {"optim_bits": 32})
-        return bnb.optim.AdamW8bit(groups, **kw)
-    return torch.optim.AdamW(groups, fused=device.type == "cuda", **kw)
 
 # %% ../nbs/08_train.ipynb #e5d64cb3
 RESUME_MAY_CHANGE = {"training.max_steps", "training.log_interval", "training.eval_interval", "training.save_interval",
