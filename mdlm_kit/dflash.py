@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import NamedTuple
 import torch
 import torch.nn as nn
@@ -243,7 +244,7 @@ class DFlashLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.self_attn = DFlashAttention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.mlp = SwiGLU(type("C", (), {"d_model": cfg.hidden_size, "ffn_dim": cfg.intermediate_size})())
+        self.mlp = SwiGLU(SimpleNamespace(d_model=cfg.hidden_size, ffn_dim=cfg.intermediate_size))
     def forward(self, x, ctx, cos, sin, mask, backend, ctx_kv=None):
         x = x + self.self_attn(self.input_layernorm(x), ctx, cos, sin, mask, backend, ctx_kv)
         return x + self.mlp(self.post_attention_layernorm(x))

@@ -15,7 +15,7 @@ import torch
 import matplotlib.pyplot as plt
 from .sampling import SAMPLERS, decode, diffusion_steps, load_inference
 from .speculative import (DecodeResult, SamplingParams, dflash_decode, eagle3_decode, eagle3_tree_decode,
-                                  plain_decode, summarize_runs)
+                                  plain_decode, summarize_runs, default_draft_tokens)
 from .dflash import DFlashDraftModel
 
 # %% auto #0
@@ -144,9 +144,9 @@ def _spec_pieces(tok, res: DecodeResult, limit: int) -> list:
     return out
 
 def _spec_stats(res: DecodeResult, elapsed: float, base: DecodeResult | None = None, greedy: bool = False) -> dict:
-    "The evaluator's metrics (`summarize_runs`) of the run so far, `elapsed` seconds in, plus its number of cycles."
+    "The evaluator's metrics (`summarize_runs`) of the run so far, `elapsed` seconds in."
     snap = DecodeResult(res.tokens, res.cycles, res.accepted, res.proposed, total_time=elapsed)
-    return {"cycles": len(res.cycles), **summarize_runs([snap], None if base is None else [base], [base] if base and greedy else None)}
+    return summarize_runs([snap], None if base is None else [base], [base] if base and greedy else None)
 
 def speculative_frames(target, draft, prompt: str, max_new_tokens: int = 64, num_draft_tokens: int | None = None, temperature: float = 0.0,
                        seed: int = 0, tree_nodes: int = 0, compare: bool = True, limits: Limits = Limits()) -> Iterator[SpecFrame]:
@@ -154,8 +154,8 @@ def speculative_frames(target, draft, prompt: str, max_new_tokens: int = 64, num
     prompt = check_prompt(prompt, limits)
     if not prompt.strip(): raise PlaygroundError("the prompt is empty: type a question for the target.")
     max_new = check_range("max new tokens", max_new_tokens, 1, limits.max_new_tokens)
-    if num_draft_tokens is None: num_draft_tokens = draft.config.block_size - 1 if isinstance(draft, DFlashDraftModel) else 5
-    k = check_range("draft tokens", num_draft_tokens, 1, limits.max_draft_tokens)
+    k = check_range("draft tokens", default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens, 1,
+                    limits.max_draft_tokens)
     temperature = check_range("temperature", temperature, 0.0, limits.max_temperature, float)
     seed = check_range("seed", seed, 0, 2**31 - 1)
     tok, tables = target.tokenizer, target.embeddings_and_head()
@@ -280,7 +280,7 @@ def build_app(pg: Playground):
             sprompt = gr.Textbox("What does the Python keyword yield do?", label="Prompt", max_length=L.max_prompt_chars)
             with gr.Row():
                 snew = gr.Slider(1, L.max_new_tokens, 64, step=1, label="Max new tokens")
-                k0 = pg.draft.config.block_size - 1 if isinstance(pg.draft, DFlashDraftModel) else 5
+                k0 = default_draft_tokens(pg.draft) if pg.draft is not None else 5
                 sk = gr.Slider(1, L.max_draft_tokens, k0, step=1, label="Draft tokens per cycle (DFlash: up to block size - 1)")
                 stemp = gr.Slider(0.0, L.max_temperature, 0.0, step=0.05, label="Temperature")
                 sseed = gr.Number(0, precision=0, label="Seed")

@@ -15,9 +15,9 @@ from .dflash import DFlashContextCache, DFlashDraftModel, draft_block
 from .eagle3 import Eagle3DraftModel
 
 # %% auto #0
-__all__ = ['SamplingParams', 'target_probs', 'verify', 'CachedTarget', 'DecodeResult', 'plain_decode', 'dflash_decode',
-           'eagle3_propose', 'eagle3_decode', 'eagle3_tree_propose', 'eagle3_tree_decode', 'summarize_runs',
-           'load_prompts', 'load_draft', 'speculate']
+__all__ = ['SamplingParams', 'target_probs', 'verify', 'CachedTarget', 'DecodeResult', 'plain_decode', 'default_draft_tokens',
+           'dflash_decode', 'eagle3_propose', 'eagle3_decode', 'eagle3_tree_propose', 'eagle3_tree_decode',
+           'summarize_runs', 'load_prompts', 'load_draft', 'speculate']
 
 # %% ../nbs/17_speculative.ipynb #7a2bba9b
 @dataclass
@@ -136,6 +136,10 @@ def plain_decode(target, prompt_ids, max_new_tokens: int, sp: SamplingParams = S
     return DecodeResult(tokens=out, total_time=time.perf_counter() - t0)
 
 # %% ../nbs/17_speculative.ipynb #516764cf
+def default_draft_tokens(draft) -> int:
+    "Drafts verified per cycle when none is asked for: a DFlash drafter's whole block (block_size-1), an EAGLE-3 chain of 5."
+    return draft.config.block_size - 1 if isinstance(draft, DFlashDraftModel) else 5
+
 @torch.no_grad()
 def dflash_decode(target, draft: DFlashDraftModel, tables, prompt_ids, max_new_tokens: int,
                   sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None, num_draft_tokens: int | None = None,
@@ -145,10 +149,10 @@ def dflash_decode(target, draft: DFlashDraftModel, tables, prompt_ids, max_new_t
     draft.eval()
     tgt, ctx, res, b = _prefill(target, draft.config.target_layer_ids, prompt_ids, sp, g)
     cache = DFlashContextCache(draft).extend(ctx)             # each committed position is fused and projected once
+    k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
     while len(res.tokens) < max_new_tokens and b != eos_token_id:
         start = tgt.length                                   # position of b
         t1 = time.perf_counter()
-        k = draft.config.block_size - 1 if num_draft_tokens is None else num_draft_tokens
         drafts = draft_block(draft, tables, None, b, start, cache=cache, n_draft=min(k, max_new_tokens - len(res.tokens)))
         t2 = time.perf_counter()
         logits, hid = tgt.extend(torch.cat([torch.tensor([b]), drafts.cpu()])[None])
@@ -387,12 +391,12 @@ def speculate(target, draft, prompts, max_new_tokens: int = 64, sp: SamplingPara
     if isinstance(draft, DFlashDraftModel) and draft.config.target_digest and draft.config.target_digest != target.digest():
         raise ValueError("this DFlash drafter was trained for another target (architecture digest differs).")
     eos = tok.eos_token_id
-    k = 5 if num_draft_tokens is None else num_draft_tokens
+    k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
     runs, base = [], []
     for i, msgs in enumerate(tqdm(prompts, disable=not progress, desc="speculate")):
         ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"]
         if isinstance(draft, DFlashDraftModel):
-            r = dflash_decode(target, draft, tables, ids, max_new_tokens, sp, seed + i, eos, num_draft_tokens)
+            r = dflash_decode(target, draft, tables, ids, max_new_tokens, sp, seed + i, eos, k)
         elif tree_nodes:
             r = eagle3_tree_decode(target, draft, tables, ids, max_new_tokens, k, tree_top_k, tree_nodes, sp, seed + i, eos)
         else:

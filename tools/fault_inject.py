@@ -20,6 +20,7 @@ import argparse, json, os, random, shutil, signal, subprocess, sys, tempfile, ti
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TRAINERS = ("mdlm", "dflash", "eagle3")
 EXE = str(Path(sys.executable).parent / "mdlm-kit")
 ENV = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "GRADIO_ANALYTICS_ENABLED": "False", "OMP_NUM_THREADS": "1"}
 
@@ -100,12 +101,12 @@ def progress_marker(job: str, out: Path) -> Path:
 
 
 def started(job: str, out: Path) -> bool:
-    "Whether a restart must continue the run: trainers count as started once they log (a kill before the first checkpoint too)."
-    return progress_marker(job, out).exists() or (job in ("mdlm", "dflash", "eagle3") and (out / "events.jsonl").exists())
+    "Whether a restart must continue the run: a trainer once it has logged (`resume_point`'s rule, before its first checkpoint too)."
+    return (out / "events.jsonl").exists() if job in TRAINERS else progress_marker(job, out).exists()
 
 
 def finished(job: str, out: Path) -> bool:
-    if job in ("mdlm", "dflash", "eagle3"):
+    if job in TRAINERS:
         ev = out / "events.jsonl"
         return ev.is_file() and '"event": "complete"' in ev.read_text()
     if job == "features":
@@ -118,7 +119,7 @@ def finished(job: str, out: Path) -> bool:
 def done_fraction(job: str, out: Path, ref: Path) -> float:
     "How much of the job `out` holds already, against the finished reference run `ref` (0 to 1)."
     try:
-        if job in ("mdlm", "dflash", "eagle3"):
+        if job in TRAINERS:
             step = lambda d: int((d / "checkpoints" / "latest").read_text().strip().split("_")[1].split(".")[0])
             return step(out) / step(ref) if (out / "checkpoints" / "latest").exists() else 0.0
         if job == "chat":
@@ -160,7 +161,7 @@ def kill_at(cmd, delay: float) -> bool:
 def check_state(job: str, out: Path) -> str:
     "Integrity after a kill; returns a short description of what survived (raises on damage)."
     from mdlm_kit.checkpoint import safe_torch_load
-    if job in ("mdlm", "dflash", "eagle3"):
+    if job in TRAINERS:
         ck = out / "checkpoints"
         steps = []
         for f in sorted(ck.glob("step_*.pt")) if ck.is_dir() else []:
@@ -197,7 +198,7 @@ def check_state(job: str, out: Path) -> str:
 def compare(job: str, a: Path, b: Path):
     "The interrupted-and-resumed result equals the uninterrupted one."
     import torch
-    if job in ("mdlm", "dflash", "eagle3"):
+    if job in TRAINERS:
         from mdlm_kit.checkpoint import safe_torch_load
         la = (a / "checkpoints" / "latest").read_text().strip(); lb = (b / "checkpoints" / "latest").read_text().strip()
         assert la == lb, f"final checkpoints differ: {la} vs {lb}"

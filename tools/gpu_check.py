@@ -37,7 +37,6 @@ CLI = [EXE] if Path(EXE).exists() else [sys.executable, "-c", "import sys; from 
 
 
 def sh(cmd, timeout=900) -> str:
-    if cmd and cmd[0] == EXE: cmd = CLI + list(cmd[1:])
     r = subprocess.run([str(c) for c in cmd], env=ENV, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     if r.returncode: raise RuntimeError(f"{' '.join(map(str, cmd[:2]))} exited {r.returncode}:\n{r.stderr[-3000:]}")
     return r.stdout
@@ -64,7 +63,7 @@ def mdlm_args(a, work, run, extra=()):
     sets = size + [f"training.max_steps={a.mdlm_steps}", "training.log_interval=10", "training.eval_interval=100000",
                    f"training.save_interval={a.mdlm_steps // 2}", "training.warmup_steps=5", f"data.data_dir={work / 'mdlm-data'}",
                    *extra]
-    cmd = [EXE, "train", "--output-dir", run, "--no-progress", "--set", f"device={a.device}", "--set", f"precision={a.precision}"]
+    cmd = [*CLI, "train", "--output-dir", run, "--no-progress", "--set", f"device={a.device}", "--set", f"precision={a.precision}"]
     if a.device.startswith("cuda"): cmd += ["--set", "forbid_math_sdpa=true"]
     for s in sets: cmd += ["--set", s]
     return cmd
@@ -129,7 +128,7 @@ def make_target(a, work) -> str:
 def check_drafters(a, work):
     target, chat = make_target(a, work), work / "chat.jsonl"
     n = 16 if a.quick else 256
-    sh([EXE, "make-chat-data", "--target", target, "--num-prompts", n, "--output", chat, "--batch-size", 8 if a.quick else 64,
+    sh([*CLI, "make-chat-data", "--target", target, "--num-prompts", n, "--output", chat, "--batch-size", 8 if a.quick else 64,
         "--max-new-tokens", 16 if a.quick else 128, "--device", a.device, "--no-progress"])
     if a.quick:   # a random target answers with nothing useful: train on documentation text instead
         import pydoc_data.topics
@@ -147,13 +146,13 @@ def check_drafters(a, work):
     backends = ["sdpa", "flex_attention"] if a.device.startswith("cuda") else ["sdpa", "structured"]
     for b in backends:
         run = work / f"dflash-{b}"
-        t0 = time.perf_counter(); sh([EXE, "train-dflash", *common, *dflash, "--attention-backend", b, "--output-dir", run])
+        t0 = time.perf_counter(); sh([*CLI, "train-dflash", *common, *dflash, "--attention-backend", b, "--output-dir", run])
         out[f"dflash_{b}"] = {"wall_s": round(time.perf_counter() - t0, 1), "losses": [round(e["loss"], 4) for e in events(run, "train")]}
     la, lb = (out[f"dflash_{b}"]["losses"] for b in backends)
     out["dflash_backends_max_rel_diff"] = round(max(abs(x - y) / abs(x) for x, y in zip(la, lb)), 4)
     if out["dflash_backends_max_rel_diff"] > 0.05: raise AssertionError(f"{backends} losses differ: {la} vs {lb}")
     run = work / "eagle3"
-    t0 = time.perf_counter(); sh([EXE, "train-eagle3", *common, "--max-length", 128 if a.quick else 1024, "--output-dir", run])
+    t0 = time.perf_counter(); sh([*CLI, "train-eagle3", *common, "--max-length", 128 if a.quick else 1024, "--output-dir", run])
     out["eagle3"] = {"wall_s": round(time.perf_counter() - t0, 1), "losses": [round(e["loss"], 4) for e in events(run, "train")]}
     a.target, a.drafts = target, {"dflash": work / f"dflash-{backends[0]}" / "draft", "eagle3": run / "draft"}
     return out
@@ -166,7 +165,7 @@ def check_speculate(a, work):
                                   "How do I read a file line by line?", "What is a decorator?"]))
     out = {}
     for name, d in a.drafts.items():
-        sh([EXE, "speculate", "--target", a.target, "--draft", d, "--prompts", prompts, "--output", work / f"speculate-{name}.json",
+        sh([*CLI, "speculate", "--target", a.target, "--draft", d, "--prompts", prompts, "--output", work / f"speculate-{name}.json",
             "--max-new-tokens", 32 if a.quick else 128, "--device", a.device, "--no-progress"])
         res = json.loads((work / f"speculate-{name}.json").read_text())
         out[name] = {k: res[k] for k in ("tau_pooled", "tokens_per_s", "baseline_tokens_per_s", "speedup", "lossless")}
