@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib, json, random, re
 from pathlib import Path
 import torch
-from .checkpoint import atomic_torch_save, safe_torch_load, CheckpointError
+from .checkpoint import append_jsonl, atomic_torch_save, repair_jsonl, safe_torch_load, CheckpointError
 from .tokenizer import tokenizer_sha256
+from .device import KitError
 
 # %% auto #0
 __all__ = ['ROLE_ALIASES', 'PROMPT_TEMPLATES', 'ChatDataError', 'normalize_conversation', 'load_conversations',
@@ -18,7 +19,7 @@ __all__ = ['ROLE_ALIASES', 'PROMPT_TEMPLATES', 'ChatDataError', 'normalize_conve
            'build_chat_dataset', 'embedded_prompts', 'regenerate_conversations']
 
 # %% ../nbs/11_chat_data.ipynb #b2df14e2
-class ChatDataError(ValueError):
+class ChatDataError(KitError, ValueError):
     "Chat data that cannot be used; the message names the fix."
 
 ROLE_ALIASES = {"system": "system", "user": "user", "human": "user", "assistant": "assistant", "gpt": "assistant",
@@ -201,11 +202,14 @@ def regenerate_conversations(target, prompts: list[dict], output: str | Path, ma
     "Answer each prompt's last user turn with the target, appending `{'id', 'conversations'}` lines to `output`; resumes by skipping ids already there."
     from tqdm.auto import tqdm
     tok, output = target.tokenizer, Path(output)
+    repair_jsonl(output)   # a record torn by a kill is cut off, and its conversation redone
     done = set()
     if output.is_file():
-        for line in output.read_text(encoding="utf-8").splitlines():
+        for i, line in enumerate(output.read_text(encoding="utf-8").splitlines(), 1):
             try: done.add(json.loads(line)["id"])
-            except (json.JSONDecodeError, KeyError): pass  # a torn last line from a crash is simply redone
+            except (json.JSONDecodeError, KeyError):
+                raise ChatDataError(f"{str(output)}:{i} is not a conversation record; fix or remove that line, "
+                                 "or write to a new --output.") from None
     todo = [normalize_conversation(p, p.get("id", str(i))) for i, p in enumerate(prompts)]
     todo = [c for c in todo if c["id"] not in done]
     for c in todo:  # the answer replaces everything after the last user turn
@@ -224,10 +228,11 @@ def regenerate_conversations(target, prompts: list[dict], output: str | Path, ma
                                     temperature=temperature if temperature > 0 else None, top_p=None, top_k=None,
                                     pad_token_id=pad)
         new = gen[:, enc["input_ids"].shape[1]:]
-        with open(output, "a", encoding="utf-8") as f:
-            for c, row in zip(chunk, new):
-                answer = tok.decode(row, skip_special_tokens=True).strip()
-                f.write(json.dumps({"id": c["id"], "conversations": c["messages"] + [{"role": "assistant", "content": answer}]}) + "\n")
+        records = []
+        for c, row in zip(chunk, new):
+            answer = tok.decode(row, skip_special_tokens=True).strip()
+            records.append({"id": c["id"], "conversations": c["messages"] + [{"role": "assistant", "content": answer}]})
+        append_jsonl(output, records)   # whole batches, flushed to disk
         bar.update(len(chunk))
     bar.close()
     return len(todo)

@@ -11,13 +11,15 @@ from pathlib import Path
 from typing import Any
 import torch
 from safetensors.torch import save_file, load_file
+from .device import KitError
 
 # %% auto #0
 __all__ = ['TRAINING_STATE_FORMAT', 'CheckpointError', 'atomic_write', 'atomic_write_text', 'atomic_torch_save',
-           'safe_torch_load', 'CheckpointManager', 'resume_point', 'trim_events', 'save_model_dir', 'load_model_dir']
+           'safe_torch_load', 'CheckpointManager', 'resume_point', 'trim_events', 'append_jsonl', 'repair_jsonl',
+           'clean_model_dir_leftovers', 'save_model_dir', 'load_model_dir']
 
 # %% ../nbs/02_checkpoint.ipynb #f008cfb8
-class CheckpointError(RuntimeError):
+class CheckpointError(KitError, RuntimeError):
     "A checkpoint that cannot be used; the message says why and what to do."
 
 def _fsync_dir(path: Path):
@@ -135,27 +137,86 @@ def trim_events(path: str | Path, step: int):
     keep = [e for e in events if e.get("event") in ("start", "resume") or (step > 0 and e.get("step", 0) <= step)]
     atomic_write_text(path, "".join(json.dumps(e) + "\n" for e in keep))
 
+# %% ../nbs/02_checkpoint.ipynb #342e2399
+def append_jsonl(path: str | Path, records: list[dict]):
+    "Append `records` as JSON lines and fsync: after a kill the file holds whole records plus at most a torn last line."
+    with open(path, "a", encoding="utf-8") as f:
+        for r in records: f.write(json.dumps(r) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+def repair_jsonl(path: str | Path) -> int:
+    "Cut a torn last record (no final newline, or not JSON) off the JSON-lines file `path`; returns the bytes cut."
+    path = Path(path)
+    if not path.is_file(): return 0
+    data = path.read_bytes()
+    body = data[:-1] if data.endswith(b"\n") else data
+    start = body.rfind(b"\n") + 1                                       # where the last line begins
+    last = data[start:]
+    try: whole = last.endswith(b"\n") and (not last.strip() or json.loads(last) is not None)
+    except ValueError: whole = False
+    if whole: return 0
+    with open(path, "r+b") as f:
+        f.truncate(start)
+        f.flush()
+        os.fsync(f.fileno())
+    return len(data) - start
+
 # %% ../nbs/02_checkpoint.ipynb #a2ca7398
-def save_model_dir(directory: str | Path, tensors: dict[str, torch.Tensor], config: dict,
-                   extra: "callable | None" = None, dtype: torch.dtype | None = None) -> Path:
-    "Write `model.safetensors` + `config.json` (+ `extra(tmpdir)`) and swap the directory in atomically."
-    directory = Path(directory); directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
+def _write_version(directory: Path, tensors: dict, config: dict, extra, dtype) -> Path:
+    "A new hidden sibling `.NAME.v-XXXX` holding the complete model, flushed to disk."
+    version = Path(tempfile.mkdtemp(prefix=f".{directory.name}.v-", dir=directory.parent))
     try:
         out = {k: (v.detach().to(dtype) if dtype is not None and v.is_floating_point() else v.detach()).contiguous().cpu()
                for k, v in tensors.items()}
-        save_file(out, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-        if extra is not None: extra(tmp)
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh: os.fsync(fh.fileno())
+        save_file(out, str(version / "model.safetensors"), metadata={"format": "pt"})
+        (version / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        if extra is not None: extra(version)
+        for f in version.rglob("*"):
+            if f.is_file():
+                with open(f, "rb") as fh: os.fsync(fh.fileno())
+        _fsync_dir(version)
+    except BaseException:
+        shutil.rmtree(version, ignore_errors=True)
+        raise
+    return version
+
+def clean_model_dir_leftovers(directory: str | Path):
+    "Remove what crashed or replaced saves left beside `directory`; keeps its current and its previous version."
+    directory = Path(directory)
+    if not directory.parent.is_dir(): return
+    current = (directory.parent / os.readlink(directory)).name if directory.is_symlink() else None
+    versions = sorted(directory.parent.glob(f".{directory.name}.v-*"), key=lambda p: p.stat().st_mtime)
+    complete = [v for v in versions if v.name != current and (v / "config.json").is_file()]
+    previous = complete[-1:]                                           # a reader may still be opening it
+    for p in versions:
+        if p.name != current and p not in previous: shutil.rmtree(p, ignore_errors=True)
+    for pattern in (".link-*", ".tmp-*", ".old-*"):                   # half-made links; older kits' temporaries
+        for p in directory.parent.glob(f".{directory.name}{pattern}"):
+            if p.is_symlink() or p.is_file(): p.unlink(missing_ok=True)
+            else: shutil.rmtree(p, ignore_errors=True)
+
+def save_model_dir(directory: str | Path, tensors: dict[str, torch.Tensor], config: dict,
+                   extra: "callable | None" = None, dtype: torch.dtype | None = None) -> Path:
+    "Write `model.safetensors` + `config.json` (+ `extra(dir)`) as a new version and point `directory` at it atomically."
+    directory = Path(directory)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    clean_model_dir_leftovers(directory)
+    version = _write_version(directory, tensors, config, extra, dtype)
+    link = directory.parent / f".{directory.name}.link-{uuid.uuid4().hex[:8]}"
+    try: os.symlink(version.name, link)       # relative, so the run directory can be moved or copied
+    except OSError:                           # no symlinks here (some Windows setups): swap by two renames
         old = directory.parent / f".{directory.name}.old-{uuid.uuid4().hex[:8]}"
         if directory.exists(): os.replace(directory, old)
-        os.replace(tmp, directory)
-        if old.exists(): shutil.rmtree(old)
+        os.replace(version, directory)
+        shutil.rmtree(old, ignore_errors=True)
         _fsync_dir(directory.parent)
-    finally:
-        if tmp.exists(): shutil.rmtree(tmp, ignore_errors=True)
+        return directory
+    if directory.is_dir() and not directory.is_symlink():   # a real directory from an older kit: moved aside once
+        os.replace(directory, directory.parent / f".{directory.name}.v-legacy-{uuid.uuid4().hex[:8]}")
+    os.replace(link, directory)               # one rename: readers see the old version or the new, never neither
+    _fsync_dir(directory.parent)
+    clean_model_dir_leftovers(directory)
     return directory
 
 def load_model_dir(directory: str | Path) -> tuple[dict[str, torch.Tensor], dict]:

@@ -8,22 +8,29 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/cli.html.md"""
 from __future__ import annotations
 import argparse, json, sys
 from pathlib import Path
-from .checkpoint import CheckpointError
-from .config import ConfigError, ExperimentConfig, apply_overrides, load_config
+from .checkpoint import CheckpointError, atomic_write_text
+from .config import ConfigError, ExperimentConfig, apply_overrides, load_config, to_toml
 from .data import DataError, prepare_data
-from .device import resolve_device
+from .device import KitError, resolve_device
 from .tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
 from .model import DiffusionTransformer
-from .diffusion import text_elbo
-from .sampling import SAMPLERS, decode, generate, load_inference
-from .train import Trainer, TrainingError
+from .data import PackedData, known_word_fraction
+from .diffusion import text_ar_nll, text_elbo
+from .sampling import SAMPLERS, ar_generate, decode, generate, load_inference, objective_of
+from .train import Trainer, TrainingError, score_split
 
 # %% auto #0
-__all__ = ['USER_ERRORS', 'build_config', 'cmd_prepare', 'cmd_train', 'cmd_sample', 'cmd_eval', 'cmd_quickstart',
-           'playground_setup', 'cmd_playground', 'make_parser', 'main']
+__all__ = ['USER_ERRORS', 'QUICKSTART_SAMPLES', 'UsageError', 'build_config', 'cmd_prepare', 'cmd_train', 'cmd_sample',
+           'cmd_eval', 'compare_runs', 'print_comparison', 'cmd_quickstart', 'playground_setup', 'cmd_playground',
+           'make_parser', 'main']
 
 # %% ../nbs/09_cli.ipynb #1119a53d
-USER_ERRORS = (ConfigError, DataError, CheckpointError, TokenizerError, TrainingError, ValueError, RuntimeError, FileNotFoundError)
+class UsageError(KitError, ValueError):
+    "A command-line flag that cannot be used; the message names it."
+
+# what ends a command with its message and exit code 2: the kit's own errors only; anything else is a bug and shows
+# its traceback
+USER_ERRORS = (KitError,)
 
 def _common(p: argparse.ArgumentParser, config: bool = True):
     if config: p.add_argument("--config", help="TOML or JSON config file (default: the built-in quickstart config)")
@@ -63,8 +70,11 @@ def cmd_train(args):
 def _samples(model, tok, prompt: str, n: int, length: int, steps: int, sampler: str, block_length, temperature: float,
              top_k: int, seed: int) -> list[str]:
     ids = tok(prompt, add_special_tokens=False)["input_ids"] if prompt else []
-    out = generate(model, ids, length=length, steps=steps, sampler=sampler, block_length=block_length,
-                   temperature=temperature, top_k=top_k, seed=seed, batch_size=n)
+    if objective_of(model) == "ar":   # the baseline samples left to right; steps and sampler do not apply
+        out = ar_generate(model, ids, length, tok.eos_token_id, temperature, top_k, seed, batch_size=n)
+    else:
+        out = generate(model, ids, length=length, steps=steps, sampler=sampler, block_length=block_length,
+                       temperature=temperature, top_k=top_k, seed=seed, batch_size=n)
     return [decode(tok, row) for row in out]
 
 def cmd_sample(args):
@@ -80,48 +90,120 @@ def cmd_eval(args):
     if not p.is_file(): raise DataError(f"--text {args.text!r} does not exist; pass a UTF-8 text file.")
     try: text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as e: raise DataError(f"{args.text!r} is not UTF-8 text ({e}).") from None
-    res = text_elbo(model, tok, text, n_levels=args.levels, repeats=args.repeats)
-    print(json.dumps({"text": str(p), **{k: round(v, 6) if isinstance(v, float) else v for k, v in res.items()}}))
+    kind = objective_of(model)
+    res = text_ar_nll(model, tok, text) if kind == "ar" else text_elbo(model, tok, text, args.levels, args.repeats)
+    print(json.dumps({"text": str(p), "objective": kind,
+                      **{k: round(v, 6) if isinstance(v, float) else v for k, v in res.items()}}))
+
+def _finished(out: Path, args) -> bool:
+    events = out / "events.jsonl"
+    return (events.is_file() and not args.max_steps
+            and any('"event": "complete"' in l for l in events.read_text().splitlines()))
+
+def _train_or_reuse(cfg, out: Path, args, label: str):
+    "Train the run in `out`, continue it if it was started, or reuse it if it finished."
+    if _finished(out, args):
+        print(f"{out} already holds a finished {label} run; reusing it (delete the directory to retrain).")
+        return
+    resume = (out / "events.jsonl").is_file()   # started: continue it (from step 0 if it stopped before its first save)
+    if resume: print(f"continuing the {label} run in {out}")
+    Trainer(cfg, out, resume=resume, progress=not args.no_progress).run()
+
+def _start_baseline(cfg, out: Path, args, threads: int):
+    "Train the AR baseline in a child process beside this one (log: out/train.log); None if it already finished."
+    import os, subprocess
+    if _finished(out, args):
+        print(f"{out} already holds a finished AR baseline run; reusing it.")
+        return None
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "config.toml", to_toml(cfg))
+    cmd = [sys.executable, "-m", "mdlm_kit.cli", "train", "--config", str(out / "config.toml"),
+           "--output-dir", str(out), "--no-progress"] + ["--resume"] * (out / "events.jsonl").is_file()
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    print(f"training the AR baseline beside it, {threads} thread(s) each (log: {out / 'train.log'})")
+    with open(out / "train.log", "a") as log:
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+# what the quickstart prints: (title, prompt, sampler, steps, block length)
+QUICKSTART_SAMPLES = [("unconditional, ancestral sampler, 256 steps", "", "ancestral", 256, None),
+                      ("prompt 'The for statement', ancestral sampler", "The for statement", "ancestral", 256, None),
+                      ("prompt 'Return the', semi-autoregressive blocks of 16", "Return the", "blocks", 64, 16)]
+
+def compare_runs(mdlm_model, ar_model, data: PackedData, n_levels: int = 16) -> dict:
+    "Both models scored on the whole validation split, beside the split's unigram entropy."
+    mdlm = score_split(mdlm_model, data, "mdlm", n_levels=n_levels)
+    ar = score_split(ar_model, data, "ar")
+    uni = data.unigram_entropy("val")
+    return {"unigram_nats_per_token": uni, "mdlm": mdlm, "ar": ar,
+            "mdlm_over_ar": mdlm["nats_per_token"] / ar["nats_per_token"],
+            "mdlm_over_unigram": mdlm["nats_per_token"] / uni}
+
+def print_comparison(c: dict):
+    m, a = c["mdlm"], c["ar"]
+    print(f"\nThe validation split ({m['n_tokens']:,} tokens), both models, same size, data and steps:")
+    print(f"  {'':34}{'nats/token':>11}{'bits/char':>11}")
+    print(f"  {'unigram entropy (no context)':34}{c['unigram_nats_per_token']:>11.3f}")
+    label = f"MDLM, ELBO bound ({m['n_levels']} levels)"
+    print(f"  {label:34}{m['nats_per_token']:>11.3f}{m['bits_per_char']:>11.3f}   (quadrature error ~{m['quadrature_error']:.3f})")
+    print(f"  {'AR baseline, exact NLL':34}{a['nats_per_token']:>11.3f}{a['bits_per_char']:>11.3f}")
+    print(f"  MDLM / AR = {c['mdlm_over_ar']:.2f}x   MDLM / unigram = {c['mdlm_over_unigram']:.2f}x")
 
 def cmd_quickstart(args):
+    import torch
     cfg = build_config(args)
     out = Path(args.output_dir)
-    done = out / "events.jsonl"
-    resume = done.is_file()   # started: continue it (from step 0 if it stopped before its first checkpoint)
-    if resume and any('"event": "complete"' in l for l in done.read_text().splitlines()) and not args.max_steps:
-        print(f"{out} already holds a finished quickstart run; sampling from it (delete the directory to retrain).")
-    else:
-        if resume: print(f"continuing the quickstart run in {out}")
-        Trainer(cfg, out, resume=resume, progress=not args.no_progress).run()
+    child = None
+    if not args.no_baseline:   # the AR baseline trains at the same time, on the other half of the cores
+        data_dir = cfg.data.data_dir or str(out / "data")        # the same tokenizer and blocks for both
+        prepare_data(cfg.data, data_dir)
+        ar_cfg = apply_overrides(cfg, ['training.objective="ar"', f"data.data_dir={json.dumps(data_dir)}"])
+        threads = max(1, torch.get_num_threads() // 2)
+        child = _start_baseline(ar_cfg, out / "ar", args, threads)
+        if child is not None: torch.set_num_threads(threads)
+    try: _train_or_reuse(cfg, out, args, "quickstart MDLM")
+    except BaseException:
+        if child is not None: child.terminate()
+        raise
     model, tok = load_inference(out / "inference", args.device)
     print("\nValidation ELBO bound (nats/token) as training went:")
-    for l in done.read_text().splitlines():
+    for l in (out / "events.jsonl").read_text().splitlines():
         e = json.loads(l)
         if e["event"] == "validation": print(f"  step {e['step']:>5}: {e['elbo_nats_per_token']:.3f}")
-    for title, prompt, sampler, bl in [("unconditional, confidence sampler", "", "confidence", None),
-                                       ("prompt 'The for statement', ancestral sampler", "The for statement", "ancestral", None),
-                                       ("prompt 'Return the', semi-autoregressive blocks of 16", "Return the", "blocks", 16)]:
-        text = _samples(model, tok, prompt, 1, 64, 64, sampler, bl, 1.0, 0, args.seed)[0]
-        print(f"\n=== sample ({title}) ===\n{text.strip()}")
+    data = PackedData(cfg.data.data_dir or out / "data")
+    words = data.words("train")
+    for title, prompt, sampler, steps, bl in QUICKSTART_SAMPLES:
+        text = _samples(model, tok, prompt, 1, 64, steps, sampler, bl, 1.0, 0, args.seed)[0]
+        print(f"\n=== sample ({title}) ===\n{text.strip()}\n=== end of sample ===")
+        print(f"{known_word_fraction(text[len(prompt):], words):.0%} of its words occur in the training text")
+    if not args.no_baseline:
+        if child is not None and child.wait() != 0:
+            raise TrainingError(f"the AR baseline failed; see {out / 'ar' / 'train.log'} (rerun to continue it).")
+        ar_model, _ = load_inference(out / "ar" / "inference", args.device)
+        text = _samples(ar_model, tok, "The for statement", 1, 64, 0, "", None, 1.0, 0, args.seed)[0]
+        print(f"\n=== sample (AR baseline, prompt 'The for statement') ===\n{text.strip()}\n=== end of sample ===")
+        print(f"{known_word_fraction(text[len('The for statement'):], words):.0%} of its words occur in the training text")
+        c = compare_runs(model, ar_model, data)
+        atomic_write_text(out / "comparison.json", json.dumps(c, indent=2) + "\n")
+        print_comparison(c)
     print(f"\nInference checkpoint: {out / 'inference'}\nTry: mdlm-kit sample --checkpoint {out / 'inference'} "
-          f"--prompt \"The import system\" --length 64 --steps 64 --seed 1")
+          f"--prompt \"The import system\" --length 64 --steps 256 --sampler ancestral --seed 1")
 
 # %% ../nbs/09_cli.ipynb #f5546ec6
 def playground_setup(args):
     "The Playground the `playground` command would serve, with every flag checked (and nothing served)."
     try: import gradio  # noqa: F401
-    except ImportError: raise RuntimeError("the playground needs gradio: pip install 'mdlm-kit[playground]' (`make install` has it).") from None
+    except ImportError: raise UsageError("the playground needs gradio: pip install 'mdlm-kit[playground]' (`make install` has it).") from None
     from mdlm_kit.playground import Playground
-    if not 0 < args.port < 65536: raise ValueError(f"--port must be between 1 and 65535, not {args.port}.")
+    if not 0 < args.port < 65536: raise UsageError(f"--port must be between 1 and 65535, not {args.port}.")
     ckpt = args.checkpoint
     if ckpt is None and Path("runs/quickstart/inference/config.json").is_file(): ckpt = "runs/quickstart/inference"
     if ckpt and not (Path(ckpt) / "config.json").is_file():
-        raise FileNotFoundError(f"--checkpoint {ckpt!r} is not an inference directory (no config.json); "
+        raise UsageError(f"--checkpoint {ckpt!r} is not an inference directory (no config.json); "
                                 "pass a run's inference/ folder, or make one with `mdlm-kit quickstart`.")
     for d in args.allow_dir:
-        if not Path(d).is_dir(): raise FileNotFoundError(f"--allow-dir {d!r} is not a directory.")
+        if not Path(d).is_dir(): raise UsageError(f"--allow-dir {d!r} is not a directory.")
     roots = list(args.allow_dir) or [str(Path(ckpt).resolve().parent)] * bool(ckpt) + ["runs"] * Path("runs").is_dir()
-    if bool(args.target) != bool(args.draft): raise ValueError("--target and --draft go together: pass both, or neither.")
+    if bool(args.target) != bool(args.draft): raise UsageError("--target and --draft go together: pass both, or neither.")
     dev = resolve_device(args.device or "auto")
     target = draft = None
     if args.target:
@@ -131,7 +213,7 @@ def playground_setup(args):
         draft = load_draft(args.draft, device=dev)
         target = TargetModel.from_pretrained(args.target, device=dev)
         if isinstance(draft, DFlashDraftModel) and draft.config.target_digest and draft.config.target_digest != target.digest():
-            raise ValueError(f"the drafter in {args.draft!r} was trained for another target than {args.target!r}.")
+            raise UsageError(f"the drafter in {args.draft!r} was trained for another target than {args.target!r}.")
     return Playground(ckpt, roots, target, draft, device=dev)
 
 def cmd_playground(args):
@@ -151,6 +233,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=int, help="optimizer steps (default: the config's training.max_steps)")
     p.add_argument("--seed", type=int, default=0, help="seed for the printed samples")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-baseline", action="store_true",
+                   help="skip the autoregressive baseline (same size, data and steps) and the side-by-side comparison")
     _common(p); p.set_defaults(fn=cmd_quickstart)
 
     p = sub.add_parser("prepare", help="train the tokenizer and pack the corpus into blocks",
@@ -213,3 +297,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"mdlm-kit {args.command}: interrupted; the last checkpoint is intact (use --resume).", file=sys.stderr); return 130
     return 0
+
+if __name__ == "__main__":   # `python -m mdlm_kit.cli`: how the quickstart starts its baseline run
+    sys.exit(main())

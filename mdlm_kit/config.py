@@ -10,11 +10,11 @@ import dataclasses, difflib, json, math, tomllib
 from dataclasses import dataclass, field, fields, asdict
 from pathlib import Path
 from typing import Any
-from .device import DEVICE_CHOICES, PRECISION_CHOICES
+from .device import DEVICE_CHOICES, PRECISION_CHOICES, KitError
 
 # %% auto #0
-__all__ = ['ModelConfig', 'DataConfig', 'TrainingConfig', 'ExperimentConfig', 'ConfigError', 'validate', 'from_dict',
-           'load_config', 'parse_override', 'apply_overrides', 'to_dict', 'to_toml']
+__all__ = ['OBJECTIVES', 'ModelConfig', 'DataConfig', 'TrainingConfig', 'ExperimentConfig', 'ConfigError', 'validate',
+           'from_dict', 'load_config', 'parse_override', 'apply_overrides', 'to_dict', 'to_toml']
 
 # %% ../nbs/01_config.ipynb #6854e87f
 @dataclass
@@ -29,6 +29,8 @@ class ModelConfig:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     qk_norm: bool = True          # RMSNorm on queries and keys per head (see the model notebook)
+    head_bias: bool = True        # a bias on the output logits, started at the training data's log-unigram
+    tie_embeddings: bool = True   # the output head reuses the input embedding matrix
     dropout: float = 0.0
     init_std: float = 0.02
     mask_token_id: int = -1
@@ -66,6 +68,7 @@ class TrainingConfig:
     optimizer: str = "adamw"      # adamw | adamw_8bit (bitsandbytes)
     sampling_eps: float = 1e-3    # t ~ U(eps, 1)
     antithetic_sampling: bool = True
+    masking: str = "exact"        # exact: ceil(t L) tokens per sequence | bernoulli: each token with probability t
     seed: int = 1337
     log_interval: int = 10
     eval_interval: int = 100
@@ -74,6 +77,7 @@ class TrainingConfig:
     save_interval: int = 100
     keep_last: int = 2
     skip_nonfinite: bool = False  # skip a step whose loss is NaN/inf instead of stopping
+    objective: str = "mdlm"       # mdlm (masked diffusion) | ar (the same model run causally: the baseline)
     compile: bool = False         # torch.compile the training forward/backward (fuses element-wise work; the first step compiles)
 
 @dataclass
@@ -88,8 +92,10 @@ class ExperimentConfig:
     training: TrainingConfig = field(default_factory=TrainingConfig)
 
 # %% ../nbs/01_config.ipynb #f358e564
-class ConfigError(ValueError):
+class ConfigError(KitError, ValueError):
     "A configuration problem; the message names the key and the fix."
+
+OBJECTIVES = ("mdlm", "ar")   # masked diffusion, or the autoregressive baseline
 
 def _check(cond: bool, key: str, msg: str):
     if not cond: raise ConfigError(f"config key '{key}': {msg}")
@@ -116,6 +122,8 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     _check(0 <= t.warmup_steps < t.max_steps, "training.warmup_steps", "must be >= 0 and < training.max_steps")
     _check(0 <= t.beta1 < 1 and 0 <= t.beta2 < 1, "training.beta1/beta2", "must be in [0, 1)")
     _check(t.optimizer in ("adamw", "adamw_8bit"), "training.optimizer", "must be 'adamw' or 'adamw_8bit'")
+    _check(t.objective in OBJECTIVES, "training.objective", f"must be one of {', '.join(OBJECTIVES)}")
+    _check(t.masking in ("exact", "bernoulli"), "training.masking", "must be 'exact' or 'bernoulli'")
     _check(0 < t.sampling_eps < 1, "training.sampling_eps", "must be in (0, 1)")
     for k in ("log_interval", "eval_interval", "save_interval", "keep_last", "eval_batches", "eval_noise_levels"):
         _check(getattr(t, k) > 0, f"training.{k}", "must be > 0")

@@ -6,23 +6,31 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/data.html.md"""
 
 # %% ../nbs/04_data.ipynb #ef577319
 from __future__ import annotations
-import ast, hashlib, json, sysconfig
+import ast, hashlib, json, re, sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 import torch
 from .checkpoint import atomic_write, atomic_write_text
 from .config import DataConfig
+from .device import KitError
 from .tokenizer import (TokenizerError, ensure_special_tokens, load_tokenizer, tokenizer_sha256,
                                 train_tokenizer)
 
 # %% auto #0
-__all__ = ['META_FORMAT', 'DataError', 'stdlib_docstrings', 'embedded_corpus', 'read_corpus', 'tokenize_documents',
-           'prepare_data', 'PackedData', 'DeterministicBatchSampler']
+__all__ = ['WORD', 'META_FORMAT', 'DataError', 'known_word_fraction', 'stdlib_docstrings', 'embedded_corpus', 'read_corpus',
+           'tokenize_documents', 'prepare_data', 'PackedData', 'DeterministicBatchSampler']
 
 # %% ../nbs/04_data.ipynb #4fd1ef3f
-class DataError(ValueError):
+class DataError(KitError, ValueError):
     "Data that cannot be used; the message names the problem and the fix."
+
+WORD = re.compile(r"[a-z]{3,}", re.IGNORECASE)   # what counts as a word when samples are checked against a corpus
+
+def known_word_fraction(text: str, words: set[str]) -> float:
+    "Share of the alphabetic words (3+ letters) of `text` found in `words`; 1.0 for a text without words."
+    found = [w.lower() in words for w in WORD.findall(text)]
+    return sum(found) / len(found) if found else 1.0
 
 _SKIP_PARTS = {"test", "tests", "idlelib", "lib2to3", "site-packages", "dist-packages", "turtledemo", "ensurepip",
                "__pycache__", "tkinter", "__phello__"}
@@ -204,6 +212,29 @@ class PackedData:
         if mask_token_id is not None and mask_token_id != m["mask_token_id"]:
             raise DataError(f"config model.mask_token_id={mask_token_id} but the tokenizer's mask token id is "
                             f"{m['mask_token_id']}; set model.mask_token_id = -1 to take it from the tokenizer.")
+
+    def token_counts(self, split: str = "train") -> np.ndarray:
+        "How often each token id occurs in `split` (vocab_size,)."
+        arr = self.train if split == "train" else self.val
+        return np.bincount(np.asarray(arr).ravel(), minlength=self.vocab_size).astype(np.int64)
+
+    def unigram_entropy(self, split: str = "val") -> float:
+        "Entropy (nats/token) of `split`'s own token frequencies: what a model that ignores context scores at best."
+        c = self.token_counts(split)
+        p = c[c > 0] / c.sum()
+        return float(-(p * np.log(p)).sum())
+
+    def words(self, split: str = "train") -> set[str]:
+        "The distinct alphabetic words (3+ letters, lower-cased) in the text of `split`."
+        arr = self.train if split == "train" else self.val
+        return set(WORD.findall(self.tokenizer.decode(np.asarray(arr).ravel().tolist()).lower()))
+
+    def n_chars(self, split: str = "val") -> int:
+        "Characters of text that `split`'s blocks decode to (document breaks count as one)."
+        arr = self.train if split == "train" else self.val
+        tok = self.tokenizer
+        ids = np.asarray(arr).ravel().tolist()
+        return len(tok.decode(ids, skip_special_tokens=True)) + ids.count(tok.eos_token_id)
 
     def batch(self, split: str, indices) -> torch.Tensor:
         "Blocks `indices` of `split` as an int64 tensor of shape (len(indices), block_size)."

@@ -13,11 +13,18 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['DEVICE_CHOICES', 'PRECISION_CHOICES', 'mps_available', 'resolve_device', 'Precision', 'resolve_precision',
-           'cpu_supports_bf16', 'autocast', 'make_grad_scaler', 'configure_backends', 'sdpa_context', 'seed_everything',
-           'get_rng_state', 'set_rng_state', 'preserved_rng', 'device_summary', 'memory_stats', 'synchronize']
+__all__ = ['DEVICE_CHOICES', 'PRECISION_CHOICES', 'KitError', 'DeviceError', 'mps_available', 'resolve_device', 'Precision',
+           'resolve_precision', 'cpu_supports_bf16', 'autocast', 'make_grad_scaler', 'configure_backends',
+           'sdpa_context', 'seed_everything', 'get_rng_state', 'set_rng_state', 'preserved_rng', 'device_summary',
+           'memory_stats', 'synchronize']
 
 # %% ../nbs/00_device.ipynb #fc3df06d
+class KitError(Exception):
+    "Base of every error the kit raises for a problem its user can fix; the message names the problem and the fix."
+
+class DeviceError(KitError, ValueError):
+    "A device or precision that cannot be used here."
+
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 
 def mps_available() -> bool:
@@ -34,16 +41,16 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
         return torch.device("cpu")
     kind = device.split(":")[0]
     if kind not in DEVICE_CHOICES:
-        raise ValueError(f"Unknown device {device!r}: use one of {', '.join(DEVICE_CHOICES)} (e.g. 'cuda:0').")
+        raise DeviceError(f"Unknown device {device!r}: use one of {', '.join(DEVICE_CHOICES)} (e.g. 'cuda:0').")
     if kind == "cuda":
         if not torch.cuda.is_available():
-            raise RuntimeError(f"Device {device!r} was asked for but this torch sees no CUDA GPU "
+            raise DeviceError(f"Device {device!r} was asked for but this torch sees no CUDA GPU "
                                f"(torch {torch.__version__}). Use --device cpu, or install a CUDA build of torch.")
         idx = torch.device(device).index
         if idx is not None and idx >= torch.cuda.device_count():
-            raise RuntimeError(f"Device {device!r} does not exist: only {torch.cuda.device_count()} CUDA device(s) are visible.")
+            raise DeviceError(f"Device {device!r} does not exist: only {torch.cuda.device_count()} CUDA device(s) are visible.")
     if kind == "mps" and not mps_available():
-        raise RuntimeError("Device 'mps' was asked for but Apple MPS is not available here. Use --device cpu or auto.")
+        raise DeviceError("Device 'mps' was asked for but Apple MPS is not available here. Use --device cpu or auto.")
     return torch.device(device)
 
 # %% ../nbs/00_device.ipynb #1f02ff9d
@@ -68,16 +75,16 @@ def resolve_precision(precision: str | None, device: torch.device) -> Precision:
     aliases = {"float32": "fp32", "32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "16": "fp16"}
     p = aliases.get(p, p)
     if p not in PRECISION_CHOICES:
-        raise ValueError(f"Unknown precision {precision!r}: use one of {', '.join(PRECISION_CHOICES)}.")
+        raise DeviceError(f"Unknown precision {precision!r}: use one of {', '.join(PRECISION_CHOICES)}.")
     dt = device.type
     if p == "auto":
         if dt == "cuda": p = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
         else: p = "fp32"
     if p == "fp16" and dt == "cpu":
-        raise ValueError("Precision fp16 on the CPU is refused: CPU fp16 matmuls run about 100x slower than fp32. "
+        raise DeviceError("Precision fp16 on the CPU is refused: CPU fp16 matmuls run about 100x slower than fp32. "
                          "Use --precision fp32 (or bf16 on a CPU with AVX-512 BF16/AMX).")
     if p == "bf16" and dt == "cuda" and not torch.cuda.is_bf16_supported():
-        raise ValueError("This GPU has no bf16 support: use --precision fp16 (with loss scaling) or fp32.")
+        raise DeviceError("This GPU has no bf16 support: use --precision fp16 (with loss scaling) or fp32.")
     if p == "bf16" and dt == "cpu" and cpu_supports_bf16() is False:
         warnings.warn("bf16 on this CPU has no native support (no AVX-512 BF16/AMX): matmuls run far slower than in "
                       "fp32. Use --precision fp32 here.", stacklevel=2)

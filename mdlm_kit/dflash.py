@@ -16,6 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from .checkpoint import CheckpointError, load_model_dir, save_model_dir
 from .layers import RMSNorm, SwiGLU, apply_rope
+from .device import KitError
 from .targets import rotary_embedding, target_shape
 
 # %% auto #0
@@ -25,7 +26,7 @@ __all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ATTENTION_BACKENDS', 'DFlashError', 'bui
            'draft_block', 'DFlashContextCache']
 
 # %% ../nbs/12_dflash.ipynb #c680a109
-class DFlashError(ValueError):
+class DFlashError(KitError, ValueError):
     "A DFlash setting or input that cannot work; the message names the fix."
 
 def build_target_layer_ids(num_target_layers: int, num_feature_layers: int = 5) -> list[int]:

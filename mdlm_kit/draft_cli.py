@@ -11,6 +11,7 @@ from dataclasses import fields
 from pathlib import Path
 from .draft_train import DraftTrainConfig, DraftTrainer
 from .dflash import build_target_layer_ids
+from .config import ConfigError
 
 # %% auto #0
 __all__ = ['DFLASH_ONLY', 'EAGLE3_ONLY', 'EAGLE3_DEFAULTS', 'add_config_flags', 'config_from_args', 'cmd_train_draft',
@@ -126,7 +127,7 @@ def cmd_hidden_states(args):
     samples = build_chat_dataset(args.data, tgt.tokenizer, args.max_length, args.train_only_last_turn, args.is_preformatted,
                                  min_loss_tokens=2 * args.block_size)
     key = dataset_key(args.data, tgt.tokenizer, args.max_length, args.train_only_last_turn, args.is_preformatted)
-    if args.shard_size < 1: raise ValueError(f"--shard-size must be at least 1, not {args.shard_size}.")
+    if args.shard_size < 1: raise ConfigError(f"--shard-size must be at least 1, not {args.shard_size}.")
     idx = save_hidden_states(tgt, samples, layers, args.output, dtype=args.dtype, batch_size=args.batch_size,
                              shard_size=args.shard_size, data_key=key, progress=not args.no_progress)
     print(f"{idx['n_samples']} samples, layers {idx['layer_ids']}, in {args.output}")
@@ -145,7 +146,7 @@ def cmd_speculate(args):
         ("top-p", args.top_p, 0 < args.top_p <= 1, "in (0, 1]"),
         ("tree-nodes", args.tree_nodes, args.tree_nodes >= 0, "0 (a chain) or more"),
         ("tree-top-k", args.tree_top_k, args.tree_top_k >= 1, "at least 1")] if not ok]
-    if bad: raise ValueError("; ".join(bad) + ".")
+    if bad: raise ConfigError("; ".join(bad) + ".")
     dev = resolve_device(args.device or "auto")
     tgt = TargetModel.from_pretrained(args.target, device=dev)
     draft = load_draft(args.draft, device=dev)

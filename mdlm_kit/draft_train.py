@@ -10,8 +10,11 @@ import json, math, time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 import torch
-from .checkpoint import CheckpointError, CheckpointManager, atomic_write_text, resume_point, trim_events
+from .checkpoint import (CheckpointError, CheckpointManager, append_jsonl, atomic_write_text, resume_point,
+                                 trim_events)
 from .layers import make_optimizer
+from .config import ConfigError
+from .device import KitError
 from .device import (autocast, get_rng_state, memory_stats, resolve_device, resolve_precision, seed_everything,
                              set_rng_state, synchronize)
 from .targets import TargetModel, TargetEmbeddingsAndHead, TargetError, feature_scaled_init_
@@ -23,8 +26,8 @@ from .eagle3 import Eagle3Config, Eagle3DraftModel, Eagle3Error, build_vocab_map
 from .checkpoint import atomic_torch_save, safe_torch_load
 
 # %% auto #0
-__all__ = ['RESUME_MAY_CHANGE', 'RECIPES', 'DraftTrainConfig', 'lr_at', 'resolve_mask_token_id', 'DFlashRecipe', 'Eagle3Recipe',
-           'DraftTrainer', 'summarize']
+__all__ = ['RESUME_MAY_CHANGE', 'RECIPES', 'DraftTrainConfig', 'DraftTrainingError', 'lr_at', 'resolve_mask_token_id',
+           'DFlashRecipe', 'Eagle3Recipe', 'DraftTrainer', 'summarize']
 
 # %% ../nbs/15_draft_train.ipynb #82d0f79c
 @dataclass
@@ -85,17 +88,22 @@ class DraftTrainConfig:
 
     def validate(self) -> "DraftTrainConfig":
         if not (self.train_data_path or self.train_hidden_states_path):
-            raise ValueError("pass --train-data-path (online: the target runs on each batch) or --train-hidden-states-path (offline).")
+            raise ConfigError("pass --train-data-path (online: the target runs on each batch) or --train-hidden-states-path (offline).")
         if self.loss_type not in LOSS_TYPES: raise DFlashError(f"--loss-type must be one of {LOSS_TYPES}, not {self.loss_type!r}.")
         if not 0.0 <= self.dpace_alpha <= 1.0: raise DFlashError(f"--dpace-alpha must lie in [0, 1], not {self.dpace_alpha}.")
         if self.attention_backend not in ATTENTION_BACKENDS:
             raise DFlashError(f"--attention-backend must be one of {ATTENTION_BACKENDS}, not {self.attention_backend!r}.")
         if self.loss_decay_gamma < 0: raise DFlashError(f"--loss-decay-gamma must be >= 0 (0: no decay), not {self.loss_decay_gamma}.")
-        if self.optimizer_type not in ("adamw", "adamw_8bit"): raise ValueError("--optimizer-type must be adamw or adamw_8bit.")
-        if self.report_to not in ("none", "tensorboard", "wandb"): raise ValueError("--report-to must be none, tensorboard or wandb.")
-        for k in ("batch_size", "gradient_accumulation_steps", "num_anchors", "num_epochs", "max_length"):
-            if getattr(self, k) < 1: raise ValueError(f"--{k.replace('_', '-')} must be at least 1, not {getattr(self, k)}.")
+        if self.optimizer_type not in ("adamw", "adamw_8bit"): raise ConfigError("--optimizer-type must be adamw or adamw_8bit.")
+        if self.report_to not in ("none", "tensorboard", "wandb"): raise ConfigError("--report-to must be none, tensorboard or wandb.")
+        for k in ("batch_size", "gradient_accumulation_steps", "num_anchors", "num_epochs", "max_length", "ttt_length"):
+            if getattr(self, k) < 1: raise ConfigError(f"--{k.replace('_', '-')} must be at least 1, not {getattr(self, k)}.")
+        if self.draft_vocab_size < 0:
+            raise ConfigError(f"--draft-vocab-size must be >= 0 (0: the target's whole vocabulary), not {self.draft_vocab_size}.")
         return self
+
+class DraftTrainingError(KitError, RuntimeError):
+    "Drafter training stopped; the message says why and what was kept."
 
 RESUME_MAY_CHANGE = {"log_interval", "eval_interval", "save_interval", "keep_last", "report_to", "device", "precision", "skip_nonfinite",
                      "profile", "profile_start_step", "profile_num_steps", "profile_record_shapes", "ckpt_dir",
@@ -330,7 +338,7 @@ class DraftTrainer:
         if not math.isfinite(num) or den <= 0:
             self.optimizer.zero_grad(set_to_none=True)
             if not c.skip_nonfinite:
-                raise RuntimeError(f"loss became {num}/{den} at step {self.step}; nothing was updated. The last good checkpoint "
+                raise DraftTrainingError(f"loss became {num}/{den} at step {self.step}; nothing was updated. The last good checkpoint "
                                    f"is {self.ckpts.latest()}. Lower --learning-rate or check the data, or pass "
                                    "--skip-nonfinite to skip such steps.")
             self._event("skipped_step", step=self.step, loss=f"{num}/{den}")   # no update; the schedule moves on
@@ -359,7 +367,7 @@ class DraftTrainer:
 
     def _event(self, kind, **kw):
         rec = {"event": kind, "time": round(time.time(), 3), **kw}
-        with open(self.out / "events.jsonl", "a") as f: f.write(json.dumps(rec) + "\n")
+        append_jsonl(self.out / "events.jsonl", [rec])
         if self.writer is not None and kind in ("train", "eval"):
             for k, v in kw.items():
                 if isinstance(v, (int, float)) and k != "step": self.writer(f"{kind}/{k}", v, kw["step"])
@@ -376,11 +384,11 @@ class DraftTrainer:
     def _reporter(self):
         if self.cfg.report_to == "tensorboard":
             try: from torch.utils.tensorboard import SummaryWriter
-            except ImportError: raise ValueError("--report-to tensorboard needs `pip install tensorboard`.") from None
+            except ImportError: raise ConfigError("--report-to tensorboard needs `pip install tensorboard`.") from None
             w = SummaryWriter(str(self.out / "tensorboard")); return lambda k, v, s: w.add_scalar(k, v, s)
         if self.cfg.report_to == "wandb":
             try: import wandb
-            except ImportError: raise ValueError("--report-to wandb needs `pip install wandb`.") from None
+            except ImportError: raise ConfigError("--report-to wandb needs `pip install wandb`.") from None
             run = wandb.init(project="mdlm_kit", config=asdict(self.cfg), dir=str(self.out))
             return lambda k, v, s: run.log({k: v}, step=s)
         return None

@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from .checkpoint import CheckpointError, load_model_dir, save_model_dir
 from .layers import RMSNorm, apply_rope
+from .device import KitError
 from .targets import rotary_embedding, target_shape
 
 # %% auto #0
@@ -22,7 +23,7 @@ __all__ = ['MODEL_TYPE', 'ARCHITECTURE', 'Eagle3Error', 'default_aux_layer_ids',
            'eagle3_forward', 'draft_embed', 'chain_step_reference']
 
 # %% ../nbs/13_eagle3.ipynb #bd7f9a97
-class Eagle3Error(ValueError):
+class Eagle3Error(KitError, ValueError):
     "An EAGLE-3 setting or input that cannot work; the message names the fix."
 
 def default_aux_layer_ids(num_target_layers: int) -> list[int]:

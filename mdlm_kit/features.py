@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 from .checkpoint import atomic_write, atomic_write_text
+from .device import KitError
 
 # %% auto #0
 __all__ = ['FEATURES_FORMAT', 'FeaturesError', 'save_hidden_states', 'HiddenStates']
@@ -19,7 +20,7 @@ __all__ = ['FEATURES_FORMAT', 'FeaturesError', 'save_hidden_states', 'HiddenStat
 FEATURES_FORMAT = "mdlm_kit.hidden_states.v1"
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
-class FeaturesError(ValueError):
+class FeaturesError(KitError, ValueError):
     "Saved features that do not fit the request; the message names the fix."
 
 def _pad(samples, pad_id: int):

@@ -13,7 +13,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from .checkpoint import load_model_dir, save_model_dir, CheckpointError
-from .config import ModelConfig, to_dict, _fill
+from .config import ConfigError, ModelConfig, to_dict, _fill
 from .layers import RMSNorm, SwiGLU, apply_rope, rope_tables
 
 # %% auto #0
@@ -54,16 +54,19 @@ class Block(nn.Module):
 MODEL_TYPE = "mdlm_kit_diffusion"
 
 class DiffusionTransformer(nn.Module):
-    "Bidirectional transformer denoiser with tied embeddings; logits at the selected positions only."
+    "Bidirectional transformer denoiser; logits at the selected positions only."
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         if cfg.vocab_size <= 1 or cfg.mask_token_id < 0:
-            raise ValueError("ModelConfig needs vocab_size and mask_token_id (take them from the tokenizer).")
+            raise ConfigError("ModelConfig needs vocab_size and mask_token_id (take them from the tokenizer).")
         self.config = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        # the output head: the embedding matrix again (tied) or its own, plus a bias per token
+        self.lm_head = None if cfg.tie_embeddings else nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.head_bias = nn.Parameter(torch.zeros(cfg.vocab_size)) if cfg.head_bias else None
         cos, sin = rope_tables(cfg.max_seq_len, cfg.d_model // cfg.n_head, cfg.rope_theta)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
@@ -77,11 +80,18 @@ class DiffusionTransformer(nn.Module):
 
     def num_params(self) -> int: return sum(p.numel() for p in self.parameters())
 
+    @torch.no_grad()
+    def init_head_bias(self, counts: torch.Tensor):
+        "Start the output bias at the log-frequency of each token (`counts` (V,), add-one smoothed)."
+        if self.head_bias is None: return
+        logp = torch.log((counts.float() + 1) / (counts.sum() + len(counts)))
+        self.head_bias.copy_(logp - logp.mean())
+
     def hidden_states(self, input_ids, attn_mask=None, causal=False):
         "Final normalised hidden states (B, T, d_model); `causal` turns the stack into an AR decoder (for baselines)."
         T = input_ids.shape[1]
         if T > self.config.max_seq_len:
-            raise ValueError(f"sequence of {T} tokens exceeds model.max_seq_len={self.config.max_seq_len}.")
+            raise ConfigError(f"sequence of {T} tokens exceeds model.max_seq_len={self.config.max_seq_len}.")
         cos, sin = self.rope_cos[:T], self.rope_sin[:T]
         x = self.drop(self.embed(input_ids))
         for blk in self.blocks:
@@ -94,7 +104,8 @@ class DiffusionTransformer(nn.Module):
         "Logits (B, T, V), or (N, V) at the N positions where `predict_mask` (B, T) is True, row-major."
         h = self.hidden_states(input_ids, attn_mask, causal)
         if predict_mask is not None: h = h[predict_mask]
-        logits = F.linear(h, self.embed.weight)
+        w = self.embed.weight if self.lm_head is None else self.lm_head.weight
+        logits = F.linear(h, w, self.head_bias)
         # SUBS: the denoiser never predicts [MASK]
         return logits.index_fill(-1, torch.tensor([self.config.mask_token_id], device=logits.device), float("-inf"))
 
@@ -114,6 +125,7 @@ def _model_from_pretrained(cls, directory, device="cpu", dtype=torch.float32):
     if config.get("model_type") != MODEL_TYPE:
         raise CheckpointError(f"{str(directory)!r} holds a {config.get('model_type')!r} model, not an mdlm_kit diffusion model.")
     known = {k: v for k, v in config.items() if k in ModelConfig.__dataclass_fields__}
+    known.setdefault("head_bias", False)   # written before the model had an output bias
     model = cls(_fill(ModelConfig(), known, "model."))
     missing, unexpected = model.load_state_dict({k: v.to(dtype) for k, v in tensors.items()}, strict=False)
     if missing or unexpected:

@@ -6,14 +6,15 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/playground.html.md"""
 
 # %% ../nbs/20_playground.ipynb #26b21c8d
 from __future__ import annotations
-import os, queue, threading, time
+import json, os, queue, threading, time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")   # before gradio is imported anywhere: no phoning home
 import torch
 import matplotlib.pyplot as plt
-from .sampling import SAMPLERS, decode, diffusion_steps, load_inference
+from .device import KitError
+from .sampling import SAMPLERS, decode, diffusion_steps, load_inference, objective_of
 from .speculative import (DecodeResult, SamplingParams, dflash_decode, eagle3_decode, eagle3_tree_decode,
                                   plain_decode, summarize_runs, default_draft_tokens)
 from .dflash import DFlashDraftModel
@@ -21,17 +22,17 @@ from .dflash import DFlashDraftModel
 # %% auto #0
 __all__ = ['DIFFUSION_COLORS', 'SPEC_COLORS', 'NO_CHECKPOINT', 'PlaygroundError', 'Limits', 'check_range', 'check_prompt',
            'allowed_checkpoint', 'Frame', 'denoise_frames', 'demo_checkpoint', 'SpecFrame', 'speculative_frames',
-           'Playground', 'steps_figure', 'build_app', 'launch']
+           'Playground', 'context_length', 'advice', 'steps_figure', 'build_app', 'launch']
 
 # %% ../nbs/20_playground.ipynb #f192cc9a
-class PlaygroundError(ValueError):
+class PlaygroundError(KitError, ValueError):
     "A bad value in a playground field; the message says which and what is allowed."
 
 @dataclass
 class Limits:
     "Upper bounds on what one request may ask for."
     max_length: int = 256
-    max_steps: int = 256
+    max_steps: int = 1024
     max_prompt_chars: int = 2000
     max_new_tokens: int = 256
     max_draft_tokens: int = 16
@@ -51,12 +52,20 @@ def check_prompt(prompt, limits: Limits) -> str:
         raise PlaygroundError(f"the prompt has {len(prompt)} characters; the limit is {limits.max_prompt_chars}.")
     return prompt
 
+def _resolved(path) -> tuple[Path, Path]:
+    "`path` with every link resolved, and the same except that a saved model directory's version link is kept."
+    given = Path(str(path).strip()).expanduser()
+    real = given.resolve()
+    if given.is_symlink() and real.name.startswith(f".{given.name}.v-") and real.parent == given.absolute().parent.resolve():
+        return real, real.parent / given.name   # save_model_dir's link to the current version beside it
+    return real, real
+
 def allowed_checkpoint(path, roots) -> Path:
     "The resolved inference directory `path`, if it lies under one of `roots`; else a PlaygroundError."
     if not path or not str(path).strip(): raise PlaygroundError("no checkpoint given: enter the path of an inference directory.")
-    real = Path(str(path).strip()).expanduser().resolve()
-    bases = [Path(r).expanduser().resolve() for r in roots]
-    if not any(real == b or b in real.parents for b in bases):
+    real, where = _resolved(path)
+    bases = [_resolved(r)[1] for r in roots]
+    if not any(where == b or b in where.parents for b in bases):
         raise PlaygroundError(f"{str(path)!r} is outside the directories this playground serves "
                               f"({', '.join(map(str, bases)) or 'none'}); restart it with --allow-dir to add one.")
     if not (real / "config.json").is_file() or not (real / "model.safetensors").is_file():
@@ -200,8 +209,26 @@ class Playground:
         if not checkpoint: raise PlaygroundError(NO_CHECKPOINT)
         path = allowed_checkpoint(checkpoint, self.roots)
         with self._lock:
-            if path not in self._models: self._models[path] = load_inference(path, self.device)
+            if path not in self._models:
+                model, tok = load_inference(path, self.device)
+                if objective_of(model) != "mdlm":
+                    raise PlaygroundError(f"{str(checkpoint)!r} is an autoregressive baseline, not a diffusion model; "
+                                          "point at the MDLM run's inference/ folder (sample the AR one with `mdlm-kit sample`).")
+                self._models[path] = (model, tok)
             return self._models[path]
+
+def context_length(checkpoint, default: int) -> int:
+    "The model context of the inference directory `checkpoint` (from its config.json), or `default`."
+    try: return int(json.loads((Path(checkpoint) / "config.json").read_text())["max_seq_len"])
+    except (OSError, ValueError, KeyError, TypeError): return default
+
+def advice(prompt: str, temperature: float) -> str:
+    "A note for settings that cannot give useful text, else ''."
+    if not prompt.strip() and float(temperature) == 0:
+        return ("No prompt and temperature 0: nothing tells the model what to write, so every masked position takes its "
+                "single most likely token (mostly frequent pieces such as newlines and 'the'), the same on every run. "
+                "Give a prompt or raise the temperature.")
+    return ""
 
 def steps_figure(counts: list[int]):
     "Bar chart of tokens revealed per step."
@@ -227,7 +254,8 @@ def build_app(pg: Playground):
                 yield f.pieces, f.text, status, gr.skip(), gr.skip(), history
         except PlaygroundError as e: raise gr.Error(str(e))
         fig = steps_figure(counts); plt.close(fig)
-        yield (f.pieces, f.text, f"done: {len(history) - 1} steps", fig,
+        note = advice(prompt, temperature)
+        yield (f.pieces, f.text, f"done: {len(history) - 1} steps" + (f". {note}" if note else ""), fig,
                gr.update(minimum=0, maximum=len(history) - 1, value=len(history) - 1, step=1, interactive=True), history)
 
     def replay(i, history):
@@ -255,9 +283,11 @@ def build_app(pg: Playground):
                 with gr.Column(scale=1):
                     ckpt = gr.Textbox(pg.checkpoint, label="Checkpoint (inference directory)")
                     prompt = gr.Textbox("The ", label="Prompt prefix", max_length=L.max_prompt_chars)
-                    length = gr.Slider(1, L.max_length, 64, step=1, label="Generation length")
-                    steps = gr.Slider(1, L.max_steps, 32, step=1, label="Steps")
-                    sampler = gr.Radio(list(SAMPLERS), value="confidence", label="Sampler")
+                    # the settings that gave the quickstart model's best text (lesson 07); length up to its context
+                    ctx = min(L.max_length, context_length(pg.checkpoint, L.max_length)) if pg.checkpoint else L.max_length
+                    length = gr.Slider(1, ctx, min(64, ctx), step=1, label="Generation length")
+                    steps = gr.Slider(1, L.max_steps, 256, step=1, label="Steps (ancestral: may exceed the length)")
+                    sampler = gr.Radio(list(SAMPLERS), value="ancestral", label="Sampler")
                     block = gr.Slider(1, L.max_length, 16, step=1, label="Block length (blocks sampler)")
                     temp = gr.Slider(0.0, L.max_temperature, 1.0, step=0.05, label="Temperature")
                     seed = gr.Number(0, precision=0, label="Seed")

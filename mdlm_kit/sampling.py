@@ -10,15 +10,19 @@ from dataclasses import dataclass
 from typing import Iterator
 from pathlib import Path
 import torch
-from .device import resolve_device
+from .device import KitError, resolve_device
 from .model import DiffusionTransformer
 from .tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
 
 # %% auto #0
-__all__ = ['SAMPLERS', 'SampleStep', 'transfer_schedule', 'diffusion_steps', 'generate', 'decode', 'load_inference']
+__all__ = ['SAMPLERS', 'SamplingError', 'SampleStep', 'gumbel_dtype', 'transfer_schedule', 'diffusion_steps', 'generate',
+           'decode', 'objective_of', 'ar_generate', 'load_inference']
 
 # %% ../nbs/07_sampling.ipynb #2cf499ce
 SAMPLERS = ("ancestral", "confidence", "blocks")
+
+class SamplingError(KitError, ValueError):
+    "Sampling settings that cannot work with this model; the message says which and why."
 
 @dataclass
 class SampleStep:
@@ -29,16 +33,22 @@ class SampleStep:
     confidence: torch.Tensor
     n_masked: int
 
+def gumbel_dtype(device: torch.device) -> torch.dtype:
+    "float64 for the Gumbel draw, except on MPS, which has no float64 (there float32: ties get likelier, nothing breaks)."
+    return torch.float32 if torch.device(device).type == "mps" else torch.float64
+
 def _draw(logits: torch.Tensor, temperature: float, top_k: int, generator: torch.Generator):
-    "Sample token ids from (N, V) logits with Gumbel-max in float64; returns ids and their (untempered) probabilities."
-    logits = logits.double()
+    "Sample token ids from (N, V) logits by Gumbel-max; returns ids and their (untempered) probabilities."
+    logits = logits.to(gumbel_dtype(logits.device))
     probs = torch.softmax(logits, -1)
     if top_k and top_k < logits.shape[-1]:
         kth = logits.topk(top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if temperature <= 0: ids = logits.argmax(-1)
     else:
-        u = torch.rand(logits.shape, generator=generator, dtype=torch.float64).to(logits.device).clamp_(1e-300, 1.0)
+        # drawn on the CPU from the CPU generator, so a seed gives the same text on every device
+        u = torch.rand(logits.shape, generator=generator, dtype=logits.dtype).to(logits.device)
+        u = u.clamp_(torch.finfo(u.dtype).tiny, 1.0)
         ids = (logits / temperature - torch.log(-torch.log(u))).argmax(-1)
     return ids, probs.gather(-1, ids[:, None]).squeeze(-1).float()
 
@@ -53,19 +63,19 @@ def diffusion_steps(model, prompt: torch.Tensor | list[int] | None, length: int,
                     block_length: int | None = None, temperature: float = 1.0, top_k: int = 0, seed: int = 0,
                     batch_size: int = 1) -> Iterator[SampleStep]:
     "Yield the canvas before the first step and after every step of unmasking `length` tokens after `prompt`."
-    if sampler not in SAMPLERS: raise ValueError(f"unknown sampler {sampler!r}: use one of {', '.join(SAMPLERS)}.")
-    if length < 1 or steps < 1: raise ValueError("length and steps must be >= 1.")
+    if sampler not in SAMPLERS: raise SamplingError(f"unknown sampler {sampler!r}: use one of {', '.join(SAMPLERS)}.")
+    if length < 1 or steps < 1: raise SamplingError("length and steps must be >= 1.")
     cfg = model.config
     dev = next(model.parameters()).device
     p = torch.as_tensor(prompt if prompt is not None else [], dtype=torch.long).reshape(-1)
     if len(p) + length > cfg.max_seq_len:
-        raise ValueError(f"prompt ({len(p)} tokens) + length ({length}) exceeds the model's context of {cfg.max_seq_len} tokens.")
-    steps = min(steps, length)
+        raise SamplingError(f"prompt ({len(p)} tokens) + length ({length}) exceeds the model's context of {cfg.max_seq_len} tokens.")
+    if sampler != "ancestral": steps = min(steps, length)   # each of their steps reveals at least one token
     if sampler == "blocks":
         block_length = block_length or length
-        if length % block_length: raise ValueError(f"length {length} must be a multiple of block_length {block_length}.")
+        if length % block_length: raise SamplingError(f"length {length} must be a multiple of block_length {block_length}.")
         n_blocks = length // block_length
-        if steps % n_blocks: raise ValueError(f"steps {steps} must be a multiple of the number of blocks ({n_blocks}).")
+        if steps % n_blocks: raise SamplingError(f"steps {steps} must be a multiple of the number of blocks ({n_blocks}).")
     x = torch.cat([p, torch.full((length,), cfg.mask_token_id)]).to(dev).repeat(batch_size, 1)
     mask_id, P = cfg.mask_token_id, len(p)
     g = torch.Generator().manual_seed(seed)
@@ -78,7 +88,8 @@ def diffusion_steps(model, prompt: torch.Tensor | list[int] | None, length: int,
         if sampler == "ancestral":
             t, s = 1 - i / steps, 1 - (i + 1) / steps
             if cached is None: cached = model(x, predict_mask=masked)
-            ids, conf = _draw(cached, temperature, top_k, g)
+            # the last step is MDLM's noise removal: every token still masked takes its most likely value
+            ids, conf = _draw(cached, 0.0 if s == 0 else temperature, top_k, g)
             reveal = torch.rand(len(ids), generator=g).to(dev) < (t - s) / t
             new = torch.zeros_like(masked); new[masked] = reveal
             x[new] = ids[reveal]
@@ -123,6 +134,30 @@ def decode(tokenizer, ids, prompt_len: int = 0) -> str:
         if run: out.append(tokenizer.decode(run)); run = []
         if p_ is not None: out.append(p_)
     return "".join(out)
+
+# %% ../nbs/07_sampling.ipynb #6b22b58e
+def objective_of(model) -> str:
+    "`mdlm` or `ar`: what the checkpoint was trained for (older checkpoints are MDLMs)."
+    return getattr(model, "extra_config", {}).get("objective", "mdlm")
+
+@torch.no_grad()
+def ar_generate(model, prompt, length: int, bos_id: int, temperature: float = 1.0, top_k: int = 0, seed: int = 0,
+                batch_size: int = 1) -> torch.Tensor:
+    "Sample `length` tokens left to right after `prompt` from an AR checkpoint; (batch_size, prompt + length)."
+    if length < 1: raise SamplingError("length must be >= 1.")
+    dev = next(model.parameters()).device
+    p = torch.as_tensor(prompt if prompt is not None else [], dtype=torch.long).reshape(-1)
+    if len(p) + length > model.config.max_seq_len:
+        raise SamplingError(f"prompt ({len(p)} tokens) + length ({length}) exceeds the model's context of "
+                         f"{model.config.max_seq_len} tokens.")
+    x = torch.cat([torch.tensor([bos_id]), p]).to(dev).repeat(batch_size, 1)
+    g = torch.Generator().manual_seed(seed)
+    model.eval()
+    for _ in range(length):
+        logits = model(x, causal=True)[:, -1]                     # (B, V): the next token
+        ids, _ = _draw(logits, temperature, top_k, g)
+        x = torch.cat([x, ids[:, None]], dim=1)
+    return x[:, 1:]
 
 # %% ../nbs/07_sampling.ipynb #09240d4d
 def load_inference(checkpoint: str | Path, device: str | None = None):

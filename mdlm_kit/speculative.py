@@ -13,13 +13,17 @@ import torch
 import torch.nn.functional as F
 from .dflash import DFlashContextCache, DFlashDraftModel, draft_block
 from .eagle3 import Eagle3DraftModel
+from .device import KitError
 
 # %% auto #0
-__all__ = ['SamplingParams', 'target_probs', 'verify', 'CachedTarget', 'DecodeResult', 'plain_decode', 'default_draft_tokens',
-           'dflash_decode', 'eagle3_propose', 'eagle3_decode', 'eagle3_tree_propose', 'eagle3_tree_decode',
-           'summarize_runs', 'load_prompts', 'load_draft', 'speculate']
+__all__ = ['SpeculativeError', 'SamplingParams', 'target_probs', 'verify', 'CachedTarget', 'DecodeResult', 'plain_decode',
+           'default_draft_tokens', 'dflash_decode', 'eagle3_propose', 'eagle3_decode', 'eagle3_tree_propose',
+           'eagle3_tree_decode', 'summarize_runs', 'load_prompts', 'load_draft', 'speculate']
 
 # %% ../nbs/17_speculative.ipynb #7a2bba9b
+class SpeculativeError(KitError, ValueError):
+    "Speculative-decoding inputs that cannot be used (a prompt file, a drafter directory); the message says why."
+
 @dataclass
 class SamplingParams:
     "How the target picks tokens: temperature 0 is greedy; top-k/top-p as in plain sampling."
@@ -361,7 +365,10 @@ def load_prompts(path: str, n: int | None = None, seed: int = 1) -> list[list[di
     if path == "embedded":   # the tail of the shuffled embedded set, away from the first prompts used for training data
         ps = embedded_prompts(seed=0)[-(n or 20):]
         return [p["conversations"] for p in ps]
-    lines = [l for l in Path(path).read_text(encoding="utf-8").splitlines() if l.strip()]
+    if not Path(path).is_file():
+        raise SpeculativeError(f"prompt file {str(path)!r} does not exist; pass a JSONL or text file, or 'embedded'.")
+    try: lines = [l for l in Path(path).read_text(encoding="utf-8").splitlines() if l.strip()]
+    except UnicodeDecodeError as e: raise SpeculativeError(f"prompt file {str(path)!r} is not UTF-8 text ({e}).") from None
     out = []
     for i, l in enumerate(lines):
         try: row = json.loads(l)
@@ -370,7 +377,7 @@ def load_prompts(path: str, n: int | None = None, seed: int = 1) -> list[list[di
         elif isinstance(row, dict): 
             msgs = normalize_conversation(row, f"{path}:{i + 1}")["messages"]
             last = max((j for j, m in enumerate(msgs) if m["role"] == "user"), default=None)
-            if last is None: raise ValueError(f"{path}:{i + 1} has no user turn to answer.")
+            if last is None: raise SpeculativeError(f"{path}:{i + 1} has no user turn to answer.")
             msgs = msgs[:last + 1]
         else: msgs = [{"role": "user", "content": l}]
         out.append(msgs)
@@ -381,7 +388,7 @@ def load_draft(path, device="cpu"):
     cfg = json.loads((Path(path) / "config.json").read_text()) if (Path(path) / "config.json").is_file() else {}
     if "LlamaForCausalLMEagle3" in cfg.get("architectures", []): return Eagle3DraftModel.from_pretrained(path, device=device)
     if cfg.get("model_type") == "mdlm_kit_dflash": return DFlashDraftModel.from_pretrained(path, device=device)
-    raise ValueError(f"{str(path)!r} is not a saved DFlash or EAGLE-3 drafter (no matching config.json); pass the run's draft/ directory.")
+    raise SpeculativeError(f"{str(path)!r} is not a saved DFlash or EAGLE-3 drafter (no matching config.json); pass the run's draft/ directory.")
 
 def speculate(target, draft, prompts, max_new_tokens: int = 64, sp: SamplingParams = SamplingParams(), num_draft_tokens: int | None = None,
               baseline: bool = True, seed: int = 0, progress: bool = True, tree_nodes: int = 0, tree_top_k: int = 4) -> dict:
@@ -389,7 +396,7 @@ def speculate(target, draft, prompts, max_new_tokens: int = 64, sp: SamplingPara
     from tqdm.auto import tqdm
     tok, tables = target.tokenizer, target.embeddings_and_head()
     if isinstance(draft, DFlashDraftModel) and draft.config.target_digest and draft.config.target_digest != target.digest():
-        raise ValueError("this DFlash drafter was trained for another target (architecture digest differs).")
+        raise SpeculativeError("this DFlash drafter was trained for another target (architecture digest differs).")
     eos = tok.eos_token_id
     k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
     runs, base = [], []

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from .device import KitError
 
 # %% auto #0
 __all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'TargetError', 'resolve_target', 'TargetOutput', 'TargetModel',
@@ -19,7 +20,7 @@ __all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'TargetError', 'resolve_target', 
            'tiny_target']
 
 # %% ../nbs/10_targets.ipynb #d1437718
-class TargetError(ValueError):
+class TargetError(KitError, ValueError):
     "A target model that cannot be used; the message names the fix."
 
 KNOWN_TARGETS = {

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib, json
 from pathlib import Path
 from typing import Iterable
+from .device import KitError
 
 # %% auto #0
 __all__ = ['SPECIAL_TOKENS', 'TokenizerError', 'train_tokenizer', 'tokenizer_sha256', 'ensure_special_tokens', 'load_tokenizer']
@@ -16,7 +17,7 @@ __all__ = ['SPECIAL_TOKENS', 'TokenizerError', 'train_tokenizer', 'tokenizer_sha
 # %% ../nbs/03_tokenizer.ipynb #0f8168b9
 SPECIAL_TOKENS = {"pad_token": "<|pad|>", "bos_token": "<|bos|>", "eos_token": "<|eos|>", "mask_token": "<|mask|>"}
 
-class TokenizerError(ValueError):
+class TokenizerError(KitError, ValueError):
     "A tokenizer that cannot be used; the message names the fix."
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 4096, min_frequency: int = 2):

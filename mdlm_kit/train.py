@@ -9,21 +9,48 @@ from __future__ import annotations
 import json, math, time
 from pathlib import Path
 import torch
-from .checkpoint import CheckpointError, CheckpointManager, atomic_write_text, resume_point, trim_events
+from .checkpoint import (CheckpointError, CheckpointManager, append_jsonl, atomic_write_text, resume_point,
+                                 trim_events)
 from .config import ExperimentConfig, ConfigError, to_dict, to_toml, validate
 from .data import DataError, DeterministicBatchSampler, PackedData, prepare_data
 from .device import (autocast, configure_backends, device_summary, get_rng_state, make_grad_scaler,
                              memory_stats, preserved_rng, resolve_device, resolve_precision, sdpa_context,
                              seed_everything, set_rng_state, synchronize)
-from .diffusion import diffusion_loss, elbo_bound, sample_times
+from .diffusion import ar_loss, ar_nll, diffusion_loss, elbo_bound, sample_times
 from .model import DiffusionTransformer
 from .layers import make_optimizer
+from .device import KitError
 
 # %% auto #0
-__all__ = ['RESUME_MAY_CHANGE', 'TrainingError', 'lr_at', 'resume_mismatches', 'Trainer']
+__all__ = ['RESUME_MAY_CHANGE', 'LEGACY_DEFAULTS', 'score_split', 'describe_validation', 'TrainingError', 'lr_at',
+           'resume_mismatches', 'Trainer']
 
 # %% ../nbs/08_train.ipynb #9cf30c07
-class TrainingError(RuntimeError):
+def score_split(model, data: PackedData, objective: str, split: str = "val", n_levels: int = 16,
+                batch_size: int = 16, max_blocks: int | None = None, autocast_ctx=None) -> dict:
+    "Nats/token and bits/char of a whole split: the exact NLL for `ar`, the ELBO bound at `n_levels` levels for `mdlm`."
+    dev = next(model.parameters()).device
+    n = data.meta[f"n_{split}_blocks"] if max_blocks is None else min(max_blocks, data.meta[f"n_{split}_blocks"])
+    batches = [data.batch(split, range(i, min(i + batch_size, n))).to(dev) for i in range(0, n, batch_size)]
+    if objective == "ar":
+        res = ar_nll(model, batches, data.meta["eos_token_id"], autocast_ctx)
+    else:
+        res = elbo_bound(model, batches, model.config.mask_token_id, n_levels=n_levels, autocast_ctx=autocast_ctx)
+        # the midpoint rule's error shrinks as 1/n^2: a grid half as fine estimates it
+        coarse = elbo_bound(model, batches, model.config.mask_token_id, n_levels=n_levels // 2, autocast_ctx=autocast_ctx)
+        res["quadrature_error"] = abs(coarse["nats_per_token"] - res["nats_per_token"]) / 3
+        res["n_levels"] = n_levels
+    n_chars = data.n_chars(split) * n // data.meta[f"n_{split}_blocks"]
+    return {**res, "bits_per_char": res["nats_per_token"] * res["n_tokens"] / n_chars / math.log(2), "n_chars": n_chars}
+
+def describe_validation(val: dict) -> str:
+    "One line for a validation record of either objective."
+    if "elbo_nats_per_token" in val:
+        return (f"val ELBO {val['nats_per_token']:.4f} nats/token (ppl <= {val['ppl_bound']:.1f}) | "
+                f"masked acc {val['masked_acc']:.3f}")
+    return f"val NLL {val['nats_per_token']:.4f} nats/token (ppl {val['ppl']:.1f}) | next-token acc {val['next_token_acc']:.3f}"
+
+class TrainingError(KitError, RuntimeError):
     "Training stopped; the message says why and what was kept."
 
 def lr_at(step: int, tc) -> float:
@@ -44,9 +71,13 @@ def _flatten(d: dict, prefix="") -> dict:
         else: out[f"{prefix}{k}"] = v
     return out
 
+# keys added to the config later, with the value that runs saved before them had in effect
+LEGACY_DEFAULTS = {"model.head_bias": False, "model.tie_embeddings": True, "training.objective": "mdlm",
+                   "training.masking": "bernoulli"}
+
 def resume_mismatches(saved: dict, current: dict) -> list[str]:
     "Keys whose values differ between the checkpoint's config and this run's, ignoring those a resume may change."
-    a, b = _flatten(saved), _flatten(current)
+    a, b = {**LEGACY_DEFAULTS, **_flatten(saved)}, _flatten(current)
     return [f"{k}: checkpoint {a.get(k)!r} != now {b.get(k)!r}" for k in sorted(set(a) | set(b))
             if k not in RESUME_MAY_CHANGE and a.get(k) != b.get(k)]
 
@@ -88,13 +119,15 @@ class Trainer:
                                 f"(checkpoint tokenizer {state['tokenizer_sha256'][:12]}…, data {self.data.meta['tokenizer_sha256'][:12]}…).")
         seed_everything(tc.seed)
         self.model = DiffusionTransformer(cfg.model).to(self.device)
+        if state is None:   # a new run starts the output bias at the training tokens' frequencies
+            self.model.init_head_bias(torch.from_numpy(self.data.token_counts()))
         # compiled for training steps only; the weights, the state dict and evaluation stay those of the plain module.
         # dynamic: the number of masked positions, hence the logits' shape, changes every step
         self.step_model = torch.compile(self.model, dynamic=True) if tc.compile else self.model
         self.optimizer = make_optimizer(self.model, tc, self.device)
         self.scaler = make_grad_scaler(self.precision)
         self.sampler = DeterministicBatchSampler(self.data.meta["n_train_blocks"], tc.batch_size, tc.seed)
-        self.step = 0
+        self.step, self.schedule_note = 0, None
         if state is not None:
             try:
                 self.model.load_state_dict(state["model"])
@@ -104,6 +137,12 @@ class Trainer:
             self.scaler.load_state_dict(state.get("scaler", {}))
             self.step = state["step"]
             set_rng_state(state["rng"])
+            old_max = state["config"]["training"]["max_steps"]
+            if old_max != tc.max_steps and tc.min_lr < tc.learning_rate:   # allowed, but it bends the cosine
+                self.schedule_note = (f"training.max_steps changed from {old_max} to {tc.max_steps}: the cosine decay "
+                                      f"now runs to step {tc.max_steps}, so steps from {self.step} on use other rates "
+                                      "than the original run's")
+                self.log(self.schedule_note)
             self.log(f"resuming from {existing.name} at step {self.step}")
         elif self.resume:
             self.log(f"{out} has no checkpoint yet (the run stopped before its first save); starting it again from step 0")
@@ -112,11 +151,14 @@ class Trainer:
 
     def _event(self, kind: str, **kw):
         rec = {"event": kind, "time": round(time.time(), 3), **kw}
-        with open(self.out / "events.jsonl", "a") as f: f.write(json.dumps(rec) + "\n")
+        append_jsonl(self.out / "events.jsonl", [rec])
         return rec
 
     def evaluate(self) -> dict:
-        "The deterministic ELBO bound on the fixed validation batches; training RNG untouched."
+        "The deterministic ELBO bound (AR: the exact NLL) on the fixed validation batches; training RNG untouched."
+        if self.cfg.training.objective == "ar":
+            return ar_nll(self.model, [b.to(self.device) for b in self.val_batches], self.data.meta["eos_token_id"],
+                          autocast_ctx=autocast(self.precision))
         with preserved_rng():
             return elbo_bound(self.model, [b.to(self.device) for b in self.val_batches], self.cfg.model.mask_token_id,
                               n_levels=self.cfg.training.eval_noise_levels, eps=self.cfg.training.sampling_eps,
@@ -129,9 +171,17 @@ class Trainer:
                  "corpus_sha256": self.data.meta["corpus_sha256"]}
         path = self.ckpts.save(state, self.step)
         self.model.save_pretrained(self.out / "inference", tokenizer=self.data.tokenizer,
-                                   extra_config={"block_size": self.cfg.data.block_size, "trained_steps": self.step})
+                                   extra_config={"block_size": self.cfg.data.block_size, "trained_steps": self.step,
+                                                 "objective": self.cfg.training.objective})
         self._event("checkpoint", step=self.step, path=str(path.relative_to(self.out)))
         return path
+
+    def _loss(self, x, t, n_tokens: int, g) -> dict:
+        "The objective's loss on one micro-batch `x`, as a sum over the step's `n_tokens` tokens."
+        if self.cfg.training.objective == "ar":
+            return ar_loss(self.step_model, x, self.data.meta["eos_token_id"], n_tokens)
+        return diffusion_loss(self.step_model, x, t, self.cfg.model.mask_token_id, n_tokens=n_tokens, generator=g,
+                              exact=self.cfg.training.masking == "exact")
 
     def train_step(self) -> dict:
         "One optimizer step over `gradient_accumulation_steps` micro-batches."
@@ -146,8 +196,7 @@ class Trainer:
         for a in range(A):
             x = self.data.batch("train", self.sampler.indices(self.step * A + a)).to(dev, non_blocking=True)
             with autocast(self.precision), sdpa_context(dev, self.cfg.forbid_math_sdpa):
-                out = diffusion_loss(self.step_model, x, t[a * B:(a + 1) * B], self.cfg.model.mask_token_id,
-                                     n_tokens=B * A * T, generator=g)
+                out = self._loss(x, t[a * B:(a + 1) * B], B * A * T, g)
             self.scaler.scale(out["loss"]).backward()
             loss += out["loss"].item(); n_masked += out["n_masked"]; n_correct += out["n_correct"]
         if not math.isfinite(loss):
@@ -175,6 +224,7 @@ class Trainer:
         atomic_write_text(out / "config.toml", to_toml(cfg))
         self._event("resume" if self.resume else "start", step=self.step, n_params=self.model.num_params(),
                     **device_summary(self.device, self.precision), config=to_dict(cfg))
+        if self.schedule_note: self._event("schedule_changed", step=self.step, note=self.schedule_note)
         self.log(f"model {self.model.num_params()/1e6:.2f} M params | {device_summary(self.device, self.precision)} | "
                  f"{self.data.meta['n_train_blocks']} train blocks of {self.data.block_size} tokens")
         stop = tc.max_steps if self.max_run_steps is None else min(tc.max_steps, self.step + self.max_run_steps)
@@ -195,8 +245,7 @@ class Trainer:
             if self.step % tc.eval_interval == 0 or self.step == tc.max_steps:
                 val = self.evaluate()
                 self._event("validation", step=self.step, **val)
-                bar.write(f"step {self.step:>6} | train loss {rec['loss']:.4f} | val ELBO {val['elbo_nats_per_token']:.4f} nats/token "
-                          f"(ppl <= {val['ppl_bound']:.1f}) | masked acc {val['masked_acc']:.3f}")
+                bar.write(f"step {self.step:>6} | train loss {rec['loss']:.4f} | " + describe_validation(val))
             if self.step % tc.save_interval == 0 or self.step == stop:
                 self.save()
         bar.close()

@@ -8,29 +8,33 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/widgets.html.md"""
 from __future__ import annotations
 import torch
 import matplotlib.pyplot as plt
+from .device import KitError
 from .diffusion import elbo_weight
 from .dflash import LOSS_TYPES, dflash_attention_mask, dflash_blocks, dflash_position_weights, sample_anchors
 from .eagle3 import ttt_attention_mask, ttt_step_weights
 
 # %% auto #0
-__all__ = ['LOSS_MASK_PRESETS', 'loss_mask_preset', 'anchor_mask_data', 'anchor_mask_figure', 'anchor_mask_explorer',
-           'ttt_mask_figure', 'ttt_mask_explorer', 'decay_weights_figure', 'decay_explorer', 'dpace_weights',
-           'dpace_weights_figure', 'dpace_explorer', 'ttt_weights_figure', 'ttt_weights_explorer', 'elbo_weight_figure',
-           'elbo_weight_explorer']
+__all__ = ['LOSS_MASK_PRESETS', 'WidgetError', 'loss_mask_preset', 'anchor_mask_data', 'anchor_mask_figure',
+           'anchor_mask_explorer', 'ttt_mask_figure', 'ttt_mask_explorer', 'decay_weights_figure', 'decay_explorer',
+           'dpace_weights', 'dpace_weights_figure', 'dpace_explorer', 'ttt_weights_figure', 'ttt_weights_explorer',
+           'elbo_weight_figure', 'elbo_weight_explorer']
 
 # %% ../nbs/19_widgets.ipynb #8e62800a
+class WidgetError(KitError, ValueError):
+    "A widget setting outside what the picture can show; the message names it."
+
 LOSS_MASK_PRESETS = ("chat", "all", "last-turn", "padded")
 
 def loss_mask_preset(name: str, seq_len: int) -> torch.Tensor:
     "A (seq_len,) boolean loss mask of a typical shape: `chat` (two assistant turns), `all`, `last-turn` or `padded`."
     S = seq_len
-    if S < 4: raise ValueError(f"seq_len must be at least 4, not {S}.")
+    if S < 4: raise WidgetError(f"seq_len must be at least 4, not {S}.")
     m = torch.zeros(S, dtype=torch.bool)
     if name == "all": m[:] = True
     elif name == "chat": m[S // 6:S // 2] = True; m[2 * S // 3:] = True
     elif name == "last-turn": m[2 * S // 3:] = True
     elif name == "padded": m[S // 6:3 * S // 4] = True
-    else: raise ValueError(f"unknown loss-mask preset {name!r}: use one of {', '.join(LOSS_MASK_PRESETS)}.")
+    else: raise WidgetError(f"unknown loss-mask preset {name!r}: use one of {', '.join(LOSS_MASK_PRESETS)}.")
     return m
 
 # %% ../nbs/19_widgets.ipynb #dea4bef2
@@ -133,7 +137,7 @@ def decay_explorer(block_size: int = 16, gamma: float = 7.0):
 def dpace_weights(confidences, alpha: float = 0.5) -> dict:
     "D-PACE weights of slots 1..B-1 for the given per-slot confidences, for each D-PACE loss type."
     q = torch.tensor([1.0] + [float(c) for c in confidences], dtype=torch.float64)[None]
-    if not all(0.0 <= c <= 1.0 for c in q[0].tolist()): raise ValueError("confidences must lie in [0, 1].")
+    if not all(0.0 <= c <= 1.0 for c in q[0].tolist()): raise WidgetError("confidences must lie in [0, 1].")
     valid = _block_valid(q.shape[1])
     return {t: dflash_position_weights(valid, t, q=q, alpha=alpha)[0][0, 1:].tolist() for t in LOSS_TYPES if t != "dflash"}
 
@@ -141,7 +145,7 @@ def dpace_weights_figure(confidences: str | list = "0.9, 0.8, 0.7, 0.5, 0.4, 0.3
     "Grouped bars of D-PACE and its two ablations; `confidences` a list or a comma-separated string. Returns (fig, weights)."
     if isinstance(confidences, str):
         try: confidences = [float(c) for c in confidences.replace(";", ",").split(",") if c.strip()]
-        except ValueError: raise ValueError(f"confidences must be numbers separated by commas, not {confidences!r}.") from None
+        except ValueError: raise WidgetError(f"confidences must be numbers separated by commas, not {confidences!r}.") from None
     w = dpace_weights(confidences, alpha)
     k = torch.arange(1, len(confidences) + 1).float()
     fig, ax = plt.subplots(figsize=(7, 2.8), layout="constrained")

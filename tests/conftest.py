@@ -60,10 +60,15 @@ def read_events(run_dir: Path, kind: str | None = None) -> list[dict]:
     return [e for e in evs if kind is None or e["event"] == kind]
 
 def tree_digest(path: Path) -> dict:
-    "Contents of every file under `path`, to prove that a failed command changed nothing."
+    "Every file's contents, every link's target and every directory under `path`: proof that a failed command changed nothing."
     import hashlib
-    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(Path(path).rglob("*")) if p.is_file()}
+    out = {}
+    for p in sorted(Path(path).rglob("*")):
+        key = str(p.relative_to(path))
+        if p.is_symlink(): out[key] = "link -> " + os.readlink(p)
+        elif p.is_dir(): out[key] = "dir"
+        else: out[key] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
 
 # The browser tests drive Debian's chromium here; elsewhere (GitHub's runners) point this at any Chromium binary,
 # e.g. the one `python -m playwright install chromium` downloads.

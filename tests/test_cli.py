@@ -73,7 +73,8 @@ def test_run_stopped_before_its_first_checkpoint_resumes_from_step_0(trained, tm
 def test_sample_and_eval(trained, corpus_file, capsys):
     inf = trained / "inference"
     rc, out1, err = run(["sample", "--checkpoint", inf, "--prompt", "The for", "--length", "12", "--steps", "6", "--seed", "3"], capsys)
-    assert rc == 0, err and out1.startswith("The for")
+    assert rc == 0, err
+    assert out1.startswith("The for"), out1
     rc, out2, _ = run(["sample", "--checkpoint", inf, "--prompt", "The for", "--length", "12", "--steps", "6", "--seed", "3"], capsys)
     assert out1 == out2 and "░" not in out1
     rc, out, err = run(["eval", "--checkpoint", inf, "--text", corpus_file, "--levels", "2"], capsys)
@@ -83,6 +84,8 @@ def test_sample_and_eval(trained, corpus_file, capsys):
     assert res["n_chars"] == len(text)
     assert res["bits_per_char"] == pytest.approx(res["elbo_nats_per_token"] * res["n_tokens"] / len(text) / 0.6931471805599453, rel=1e-4)
     assert 0 < res["elbo_nats_per_token"] < 10
+    assert res["objective"] == "mdlm" and res["nats_per_token"] == res["elbo_nats_per_token"]
+    assert 0 <= res["quadrature_error"] < 0.5
 
 def test_console_script_help():
     exe = Path(sys.executable).parent / "mdlm-kit"
@@ -254,3 +257,40 @@ def test_compiled_training_matches_eager(trained, tmp_path, tiny_config, capsys)
     wa = torch.load(trained / "checkpoints" / "step_00000006.pt", weights_only=True)["model"]
     wb = torch.load(out / "checkpoints" / "step_00000006.pt", weights_only=True)["model"]
     assert wa.keys() == wb.keys() and all(torch.allclose(wa[k], wb[k], atol=1e-4) for k in wa)
+
+def test_ar_baseline_trains_resumes_samples_and_scores(tmp_path, tiny_config, corpus_file, capsys):
+    "The AR objective goes through the same trainer: exact resume, left-to-right samples, an exact NLL from `eval`."
+    ar = ["--set", 'training.objective="ar"', "--no-progress"]
+    full, part = tmp_path / "ar_full", tmp_path / "ar_part"
+    assert run(["train", "--config", tiny_config, "--output-dir", full, *ar], capsys)[0] == 0
+    assert run(["train", "--config", tiny_config, "--output-dir", part, "--max-run-steps", "3", *ar], capsys)[0] == 0
+    assert run(["train", "--config", tiny_config, "--output-dir", part, "--resume", *ar], capsys)[0] == 0
+    assert [e["loss"] for e in read_events(part, "train")] == [e["loss"] for e in read_events(full, "train")]
+    vals = read_events(full, "validation")
+    assert "next_token_acc" in vals[0] and "elbo_nats_per_token" not in vals[0]
+    a = torch.load(full / "checkpoints" / "step_00000006.pt", weights_only=True)["model"]
+    b = torch.load(part / "checkpoints" / "step_00000006.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    inf = full / "inference"
+    assert json.loads((inf / "config.json").read_text())["objective"] == "ar"
+    rc, out, err = run(["sample", "--checkpoint", inf, "--prompt", "The for", "--length", "6", "--temperature", "0"], capsys)
+    assert rc == 0, err
+    assert out.startswith("The for") and "░" not in out, out
+    rc, out, err = run(["eval", "--checkpoint", inf, "--text", corpus_file], capsys)
+    assert rc == 0, err
+    res = json.loads(out)
+    assert res["objective"] == "ar" and "quadrature_error" not in res
+    text = corpus_file.read_text()
+    assert res["bits_per_char"] == pytest.approx(res["nats_per_token"] * res["n_tokens"] / len(text) / 0.6931471805599453)
+    assert 1 < res["nats_per_token"] < 5.99   # learned something: below the uniform ln(400) = 5.99
+
+def test_resume_refuses_another_objective(trained, tiny_config, capsys):
+    expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", trained, "--resume", "--no-progress",
+                          "--set", 'training.objective="ar"'], "training.objective")
+
+def test_resume_with_more_steps_states_the_changed_schedule(trained, tiny_config, capsys):
+    rc, out, err = run(["train", "--config", tiny_config, "--output-dir", trained, "--resume", "--no-progress",
+                        "--set", "training.max_steps=8"], capsys)
+    assert rc == 0, err
+    assert "training.max_steps changed from 6 to 8" in out
+    assert [e["note"] for e in read_events(trained, "schedule_changed")][0].startswith("training.max_steps changed")

@@ -185,3 +185,27 @@ def test_page_in_headless_chromium_streams_tokens(served):
     assert len(tokens) >= 64 and not any("░" in t for t in tokens[-64:])
     assert sum("░" in t for t in replayed) == 64
     assert not errors, errors
+
+
+def test_defaults_follow_the_model_and_bad_settings_are_explained(ckpt, tmp_path):
+    from mdlm_kit.playground import advice, context_length
+    assert context_length(ckpt, 999) == 128                          # the demo model's context, from its config.json
+    assert context_length(tmp_path, 77) == 77
+    assert advice("", 0.0).startswith("No prompt and temperature 0")
+    assert advice("The", 0.0) == "" and advice("", 0.7) == ""
+    served = tmp_path / "served"
+    served.mkdir()
+    saved = demo_checkpoint(served / "inference")                   # saved by save_model_dir: a link to its version
+    assert saved.is_symlink()
+    pg = Playground(saved, roots=[saved])                            # the link itself as the served root
+    assert pg.model(str(saved))[1] is not None
+
+
+def test_autoregressive_checkpoint_is_refused_in_the_diffusion_tab(ckpt, tmp_path):
+    import json
+    ar = tmp_path / "ar"
+    shutil.copytree(ckpt, ar)
+    cfg = json.loads((ar / "config.json").read_text())
+    (ar / "config.json").write_text(json.dumps({**cfg, "objective": "ar"}))
+    with pytest.raises(PlaygroundError, match="autoregressive baseline"):
+        Playground(ar, roots=[tmp_path]).model(str(ar))

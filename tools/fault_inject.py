@@ -10,7 +10,8 @@ the asked number) until the asked number of kills hit a running process. After e
 
 - every checkpoint on disk loads (with `weights_only=True`) and `latest` names a loadable one;
 - `events.jsonl` parses line by line (a torn last line is allowed: the kill can cut a write);
-- `make-chat-data` output has no torn or duplicate record; `hidden-states` has an index whose shards all load;
+- the exported model directory (`inference/`, `draft/`) loads whole whenever it exists, and exists after the first save;
+- `make-chat-data` output has no duplicate record and at most a torn last line (repaired when the job restarts); `hidden-states` has an index whose shards all load;
 
 then restarts the same command (trainers with `--resume` once they have logged anything, even before their first
 checkpoint), and after the last kill finishes the job and compares it with
@@ -21,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINERS = ("mdlm", "dflash", "eagle3")
+MODEL_DIR = {"mdlm": "inference", "dflash": "draft", "eagle3": "draft"}   # what each trainer exports
 EXE = str(Path(sys.executable).parent / "mdlm-kit")
 ENV = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "GRADIO_ANALYTICS_ENABLED": "False", "OMP_NUM_THREADS": "1"}
 
@@ -175,12 +177,21 @@ def check_state(job: str, out: Path) -> str:
         if ev.is_file():
             lines = ev.read_text().splitlines()
             for l in lines[:-1]: json.loads(l)                       # only the very last line may be torn
-        return f"checkpoints {steps[-3:] if steps else 'none'}"
+        model_dir = out / MODEL_DIR[job]
+        if model_dir.exists() or model_dir.is_symlink():             # replaced atomically: always whole
+            from mdlm_kit.checkpoint import load_model_dir
+            load_model_dir(model_dir)
+        else:                                                        # only the first save can be cut before it
+            assert len(steps) <= 1, f"{model_dir.name}/ is missing although {len(steps)} checkpoints were saved"
+        return f"checkpoints {steps[-3:] if steps else 'none'}, {model_dir.name}/ " + \
+               ("whole" if model_dir.exists() else "not yet")
     if job == "chat":
         f = out / "chat.jsonl"
         if not f.is_file(): return "no output yet"
         lines = f.read_text().splitlines()
-        recs = [json.loads(l) for l in lines if l.strip()]          # a torn record would fail here
+        recs = [json.loads(l) for l in lines[:-1] if l.strip()]     # a torn record may only be the last line
+        try: recs.append(json.loads(lines[-1]))
+        except (json.JSONDecodeError, IndexError): pass              # the next run repairs it
         ids = [r.get("id") for r in recs]
         assert len(ids) == len(set(ids)), "duplicate records"
         return f"{len(recs)} records"
@@ -205,6 +216,9 @@ def compare(job: str, a: Path, b: Path):
         wa, wb = safe_torch_load(a / "checkpoints" / la)["model"], safe_torch_load(b / "checkpoints" / lb)["model"]
         diff = [k for k in wa if not torch.equal(wa[k], wb[k])]
         assert not diff, f"final weights differ in {diff[:3]}"
+        from mdlm_kit.checkpoint import load_model_dir
+        ea, eb = load_model_dir(a / MODEL_DIR[job])[0], load_model_dir(b / MODEL_DIR[job])[0]
+        assert all(torch.equal(ea[k], eb[k]) for k in ea), f"the exported {MODEL_DIR[job]}/ differs"
     elif job == "chat":
         ra = {r["id"]: r for r in map(json.loads, (a / "chat.jsonl").read_text().splitlines())}
         rb = {r["id"]: r for r in map(json.loads, (b / "chat.jsonl").read_text().splitlines())}
