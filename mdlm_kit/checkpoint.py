@@ -16,7 +16,7 @@ from .device import KitError
 # %% auto #0
 __all__ = ['TRAINING_STATE_FORMAT', 'CheckpointError', 'atomic_write', 'atomic_write_text', 'atomic_torch_save',
            'safe_torch_load', 'CheckpointManager', 'resume_point', 'trim_events', 'append_jsonl', 'repair_jsonl',
-           'clean_model_dir_leftovers', 'save_model_dir', 'load_model_dir']
+           'exchange_paths', 'clean_model_dir_leftovers', 'save_model_dir', 'load_model_dir']
 
 # %% ../nbs/02_checkpoint.ipynb #f008cfb8
 class CheckpointError(KitError, RuntimeError):
@@ -164,8 +164,8 @@ def repair_jsonl(path: str | Path) -> int:
 
 # %% ../nbs/02_checkpoint.ipynb #a2ca7398
 def _write_version(directory: Path, tensors: dict, config: dict, extra, dtype) -> Path:
-    "A new hidden sibling `.NAME.v-XXXX` holding the complete model, flushed to disk."
-    version = Path(tempfile.mkdtemp(prefix=f".{directory.name}.v-", dir=directory.parent))
+    "A new hidden sibling `.NAME.tmp-XXXX` holding the complete model, flushed to disk."
+    version = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
     try:
         out = {k: (v.detach().to(dtype) if dtype is not None and v.is_floating_point() else v.detach()).contiguous().cpu()
                for k, v in tensors.items()}
@@ -181,42 +181,44 @@ def _write_version(directory: Path, tensors: dict, config: dict, extra, dtype) -
         raise
     return version
 
+def exchange_paths(a: str | Path, b: str | Path) -> bool:
+    "Swap two existing paths in one atomic step (Linux `renameat2`, macOS `renamex_np`); False where the OS cannot."
+    import ctypes, ctypes.util, sys
+    try: libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    except OSError: return False
+    fa, fb = os.fsencode(str(a)), os.fsencode(str(b))
+    if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):
+        AT_FDCWD, RENAME_EXCHANGE = -100, 2
+        return libc.renameat2(AT_FDCWD, fa, AT_FDCWD, fb, RENAME_EXCHANGE) == 0
+    if sys.platform == "darwin" and hasattr(libc, "renamex_np"):
+        RENAME_SWAP = 2
+        return libc.renamex_np(fa, fb, RENAME_SWAP) == 0
+    return False
+
 def clean_model_dir_leftovers(directory: str | Path):
-    "Remove what crashed or replaced saves left beside `directory`; keeps its current and its previous version."
+    "Remove what interrupted saves left beside `directory` (hidden `.NAME.tmp-*` and older kits' `.NAME.old-*`)."
     directory = Path(directory)
-    if not directory.parent.is_dir(): return
-    current = (directory.parent / os.readlink(directory)).name if directory.is_symlink() else None
-    versions = sorted(directory.parent.glob(f".{directory.name}.v-*"), key=lambda p: p.stat().st_mtime)
-    complete = [v for v in versions if v.name != current and (v / "config.json").is_file()]
-    previous = complete[-1:]                                           # a reader may still be opening it
-    for p in versions:
-        if p.name != current and p not in previous: shutil.rmtree(p, ignore_errors=True)
-    for pattern in (".link-*", ".tmp-*", ".old-*"):                   # half-made links; older kits' temporaries
+    for pattern in (".tmp-*", ".old-*"):
         for p in directory.parent.glob(f".{directory.name}{pattern}"):
             if p.is_symlink() or p.is_file(): p.unlink(missing_ok=True)
             else: shutil.rmtree(p, ignore_errors=True)
 
 def save_model_dir(directory: str | Path, tensors: dict[str, torch.Tensor], config: dict,
                    extra: "callable | None" = None, dtype: torch.dtype | None = None) -> Path:
-    "Write `model.safetensors` + `config.json` (+ `extra(dir)`) as a new version and point `directory` at it atomically."
+    "Write `model.safetensors` + `config.json` (+ `extra(dir)`) beside `directory`, then swap it in atomically."
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     clean_model_dir_leftovers(directory)
-    version = _write_version(directory, tensors, config, extra, dtype)
-    link = directory.parent / f".{directory.name}.link-{uuid.uuid4().hex[:8]}"
-    try: os.symlink(version.name, link)       # relative, so the run directory can be moved or copied
-    except OSError:                           # no symlinks here (some Windows setups): swap by two renames
+    new = _write_version(directory, tensors, config, extra, dtype)
+    if not directory.exists(): os.replace(new, directory)
+    elif exchange_paths(new, directory):    # one step: readers find the old model or the new one, never neither
+        shutil.rmtree(new, ignore_errors=True)   # `new` now holds the old model
+    else:                                   # no atomic exchange here: two renames, a moment without the directory
         old = directory.parent / f".{directory.name}.old-{uuid.uuid4().hex[:8]}"
-        if directory.exists(): os.replace(directory, old)
-        os.replace(version, directory)
+        os.replace(directory, old)
+        os.replace(new, directory)
         shutil.rmtree(old, ignore_errors=True)
-        _fsync_dir(directory.parent)
-        return directory
-    if directory.is_dir() and not directory.is_symlink():   # a real directory from an older kit: moved aside once
-        os.replace(directory, directory.parent / f".{directory.name}.v-legacy-{uuid.uuid4().hex[:8]}")
-    os.replace(link, directory)               # one rename: readers see the old version or the new, never neither
     _fsync_dir(directory.parent)
-    clean_model_dir_leftovers(directory)
     return directory
 
 def load_model_dir(directory: str | Path) -> tuple[dict[str, torch.Tensor], dict]:

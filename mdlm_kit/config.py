@@ -31,6 +31,7 @@ class ModelConfig:
     qk_norm: bool = True          # RMSNorm on queries and keys per head (see the model notebook)
     head_bias: bool = True        # a bias on the output logits, started at the training data's log-unigram
     tie_embeddings: bool = True   # the output head reuses the input embedding matrix
+    local_mixing: int = 1         # each block first mixes in the tokens up to this far on each side (0: off)
     dropout: float = 0.0
     init_std: float = 0.02
     mask_token_id: int = -1
@@ -107,6 +108,7 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     _check(m.d_model % m.n_head == 0, "model.n_head", f"must divide model.d_model={m.d_model}")
     _check((m.d_model // m.n_head) % 2 == 0, "model.d_model", "d_model / n_head must be even for rotary embeddings")
     _check(0 <= m.dropout < 1, "model.dropout", "must be in [0, 1)")
+    _check(m.local_mixing >= 0, "model.local_mixing", "must be >= 0 (0 turns it off)")
     _check(m.vocab_size == -1 or m.vocab_size > 1, "model.vocab_size", "must be > 1, or -1 to take it from the tokenizer")
     _check(m.mask_token_id == -1 or 0 <= m.mask_token_id, "model.mask_token_id", "must be >= 0, or -1 to take it from the tokenizer")
     _check(m.vocab_size == -1 or m.mask_token_id < m.vocab_size, "model.mask_token_id", f"must be < model.vocab_size={m.vocab_size}")

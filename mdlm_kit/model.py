@@ -17,7 +17,7 @@ from .config import ConfigError, ModelConfig, to_dict, _fill
 from .layers import RMSNorm, SwiGLU, apply_rope, rope_tables
 
 # %% auto #0
-__all__ = ['MODEL_TYPE', 'Attention', 'Block', 'DiffusionTransformer']
+__all__ = ['MODEL_TYPE', 'Attention', 'LocalMix', 'Block', 'DiffusionTransformer']
 
 # %% ../nbs/05_model.ipynb #2f99beb6
 class Attention(nn.Module):
@@ -39,16 +39,36 @@ class Attention(nn.Module):
                                            dropout_p=self.dropout if self.training else 0.0)
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
+class LocalMix(nn.Module):
+    "Adds to each position a learned per-channel mix of its `radius` neighbours on each side (earlier ones only if causal)."
+    def __init__(self, dim: int, radius: int):
+        super().__init__()
+        self.radius = radius
+        self.weight = nn.Parameter(torch.zeros(dim, 1, 2 * radius + 1))   # zero: the block starts as a plain one
+    def forward(self, x, causal=False):                                   # x (B, T, C)
+        w = self.weight
+        if causal:   # taps for offsets +1..+radius (later tokens) are cut, so an AR model cannot see ahead
+            w = w * (torch.arange(2 * self.radius + 1, device=w.device) <= self.radius).to(w.dtype)
+        y = F.conv1d(x.transpose(1, 2), w, padding=self.radius, groups=x.shape[-1])   # (B, C, T)
+        return x + y.transpose(1, 2)
+
 class Block(nn.Module):
-    "Pre-norm transformer block."
+    "Pre-norm transformer block; with `local_mixing`, attention and MLP inputs first mix in their neighbours."
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.norm1, self.attn = RMSNorm(cfg.d_model, cfg.norm_eps), Attention(cfg)
         self.norm2, self.mlp = RMSNorm(cfg.d_model, cfg.norm_eps), SwiGLU(cfg)
+        r = cfg.local_mixing
+        self.mix1 = LocalMix(cfg.d_model, r) if r else None
+        self.mix2 = LocalMix(cfg.d_model, r) if r else None
         self.drop = nn.Dropout(cfg.dropout)
     def forward(self, x, cos, sin, attn_mask=None, causal=False):
-        x = x + self.drop(self.attn(self.norm1(x), cos, sin, attn_mask, causal))
-        return x + self.drop(self.mlp(self.norm2(x)))
+        h = self.norm1(x)
+        if self.mix1 is not None: h = self.mix1(h, causal)
+        x = x + self.drop(self.attn(h, cos, sin, attn_mask, causal))
+        h = self.norm2(x)
+        if self.mix2 is not None: h = self.mix2(h, causal)
+        return x + self.drop(self.mlp(h))
 
 # %% ../nbs/05_model.ipynb #60a88460
 MODEL_TYPE = "mdlm_kit_diffusion"
@@ -126,6 +146,7 @@ def _model_from_pretrained(cls, directory, device="cpu", dtype=torch.float32):
         raise CheckpointError(f"{str(directory)!r} holds a {config.get('model_type')!r} model, not an mdlm_kit diffusion model.")
     known = {k: v for k, v in config.items() if k in ModelConfig.__dataclass_fields__}
     known.setdefault("head_bias", False)   # written before the model had an output bias
+    known.setdefault("local_mixing", 0)    # ... or local mixing
     model = cls(_fill(ModelConfig(), known, "model."))
     missing, unexpected = model.load_state_dict({k: v.to(dtype) for k, v in tensors.items()}, strict=False)
     if missing or unexpected:

@@ -37,11 +37,13 @@ class Limits:
     max_new_tokens: int = 256
     max_draft_tokens: int = 16
     max_temperature: float = 2.0
+    max_queue: int = 8            # requests waiting for the model; more are turned away
+    max_models: int = 2           # diffusion checkpoints kept loaded (least recently used goes first)
 
 def check_range(name: str, value, lo, hi, kind=int):
     "`value` as `kind` if lo <= value <= hi, else a PlaygroundError naming the field and the range."
     try: v = kind(value)
-    except (TypeError, ValueError): raise PlaygroundError(f"{name} must be a number between {lo} and {hi}, not {value!r}.") from None
+    except (TypeError, ValueError, OverflowError): raise PlaygroundError(f"{name} must be a number between {lo} and {hi}, not {value!r}.") from None
     if kind is int and float(value) != v: raise PlaygroundError(f"{name} must be a whole number, not {value!r}.")
     if not lo <= v <= hi: raise PlaygroundError(f"{name} must be between {lo} and {hi}, not {value!r}.")
     return v
@@ -52,20 +54,12 @@ def check_prompt(prompt, limits: Limits) -> str:
         raise PlaygroundError(f"the prompt has {len(prompt)} characters; the limit is {limits.max_prompt_chars}.")
     return prompt
 
-def _resolved(path) -> tuple[Path, Path]:
-    "`path` with every link resolved, and the same except that a saved model directory's version link is kept."
-    given = Path(str(path).strip()).expanduser()
-    real = given.resolve()
-    if given.is_symlink() and real.name.startswith(f".{given.name}.v-") and real.parent == given.absolute().parent.resolve():
-        return real, real.parent / given.name   # save_model_dir's link to the current version beside it
-    return real, real
-
 def allowed_checkpoint(path, roots) -> Path:
     "The resolved inference directory `path`, if it lies under one of `roots`; else a PlaygroundError."
     if not path or not str(path).strip(): raise PlaygroundError("no checkpoint given: enter the path of an inference directory.")
-    real, where = _resolved(path)
-    bases = [_resolved(r)[1] for r in roots]
-    if not any(where == b or b in where.parents for b in bases):
+    real = Path(str(path).strip()).expanduser().resolve()
+    bases = [Path(r).expanduser().resolve() for r in roots]
+    if not any(real == b or b in real.parents for b in bases):
         raise PlaygroundError(f"{str(path)!r} is outside the directories this playground serves "
                               f"({', '.join(map(str, bases)) or 'none'}); restart it with --allow-dir to add one.")
     if not (real / "config.json").is_file() or not (real / "model.safetensors").is_file():
@@ -157,6 +151,9 @@ def _spec_stats(res: DecodeResult, elapsed: float, base: DecodeResult | None = N
     snap = DecodeResult(res.tokens, res.cycles, res.accepted, res.proposed, total_time=elapsed)
     return summarize_runs([snap], None if base is None else [base], [base] if base and greedy else None)
 
+class _Cancelled(Exception):
+    "Raised inside a decode whose request has ended."
+
 def speculative_frames(target, draft, prompt: str, max_new_tokens: int = 64, num_draft_tokens: int | None = None, temperature: float = 0.0,
                        seed: int = 0, tree_nodes: int = 0, compare: bool = True, limits: Limits = Limits()) -> Iterator[SpecFrame]:
     "Validate the fields, then yield a SpecFrame after every speculative cycle and a final one with the comparison."
@@ -173,25 +170,35 @@ def speculative_frames(target, draft, prompt: str, max_new_tokens: int = 64, num
     sp, eos = SamplingParams(temperature), tok.eos_token_id
     q: queue.Queue = queue.Queue()
     t0 = time.perf_counter()
-    def on_cycle(res): q.put(("cycle", DecodeResult(list(res.tokens), list(res.cycles), list(res.accepted), list(res.proposed)),
-                              time.perf_counter() - t0))
+    stop = threading.Event()                 # set when the request ends early (a cancel, a closed page)
+    def on_cycle(res):
+        if stop.is_set(): raise _Cancelled()
+        q.put(("cycle", DecodeResult(list(res.tokens), list(res.cycles), list(res.accepted), list(res.proposed)),
+               time.perf_counter() - t0))
     def work():
         try:
             if isinstance(draft, DFlashDraftModel): r = dflash_decode(target, draft, tables, ids, max_new, sp, seed, eos, k, on_cycle=on_cycle)
             elif tree_nodes: r = eagle3_tree_decode(target, draft, tables, ids, max_new, k, 4, tree_nodes, sp, seed, eos, on_cycle=on_cycle)
             else: r = eagle3_decode(target, draft, tables, ids, max_new, k, sp, seed, eos, on_cycle=on_cycle)
             q.put(("done", r, r.total_time))
+        except _Cancelled: pass
         except Exception as e: q.put(("error", e, 0.0))
-    threading.Thread(target=work, daemon=True).start()
-    while True:
-        kind, res, elapsed = q.get()
-        if kind == "error": raise res
-        if kind == "cycle":
-            yield SpecFrame(_spec_pieces(tok, res, max_new), _spec_stats(res, elapsed)); continue
-        base = plain_decode(target, ids, max_new, sp, seed, eos) if compare else None
-        stats = _spec_stats(res, elapsed, base, sp.greedy)
-        yield SpecFrame(_spec_pieces(tok, res, max_new), stats, True, tok.decode(res.tokens, skip_special_tokens=True))
-        return
+    worker = threading.Thread(target=work, daemon=True, name="mdlm-kit-speculative")
+    worker.start()
+    try:
+        while True:
+            kind, res, elapsed = q.get()
+            if kind == "error": raise res
+            if kind == "cycle":
+                yield SpecFrame(_spec_pieces(tok, res, max_new), _spec_stats(res, elapsed))
+                continue
+            base = plain_decode(target, ids, max_new, sp, seed, eos) if compare else None
+            stats = _spec_stats(res, elapsed, base, sp.greedy)
+            yield SpecFrame(_spec_pieces(tok, res, max_new), stats, True, tok.decode(res.tokens, skip_special_tokens=True))
+            return
+    finally:   # the request is over, however it ended: the decode thread stops at its next cycle
+        stop.set()
+        worker.join(timeout=10)
 
 # %% ../nbs/20_playground.ipynb #dc505d36
 NO_CHECKPOINT = ("No diffusion checkpoint yet. Make one with `mdlm-kit quickstart` (about 9 minutes on a laptop CPU), "
@@ -209,7 +216,10 @@ class Playground:
         if not checkpoint: raise PlaygroundError(NO_CHECKPOINT)
         path = allowed_checkpoint(checkpoint, self.roots)
         with self._lock:
-            if path not in self._models:
+            if path in self._models:
+                self._models[path] = self._models.pop(path)          # most recently used last
+            else:
+                while len(self._models) >= self.limits.max_models: self._models.pop(next(iter(self._models)))
                 model, tok = load_inference(path, self.device)
                 if objective_of(model) != "mdlm":
                     raise PlaygroundError(f"{str(checkpoint)!r} is an autoregressive baseline, not a diffusion model; "
@@ -252,7 +262,7 @@ def build_app(pg: Playground):
                 if f.step: counts.append(f.n_new)
                 status = f"step {f.step}: {f.n_new} revealed, {f.n_masked} masked"
                 yield f.pieces, f.text, status, gr.skip(), gr.skip(), history
-        except PlaygroundError as e: raise gr.Error(str(e))
+        except PlaygroundError as e: raise gr.Error(str(e), print_exception=False) from None
         fig = steps_figure(counts); plt.close(fig)
         note = advice(prompt, temperature)
         yield (f.pieces, f.text, f"done: {len(history) - 1} steps" + (f". {note}" if note else ""), fig,
@@ -264,7 +274,8 @@ def build_app(pg: Playground):
         return history[i], f"step {i} of {len(history) - 1}"
 
     def run_speculative(prompt, max_new_tokens, num_draft_tokens, temperature, seed):
-        if pg.target is None: raise gr.Error("start the playground with --target and --draft to use this tab.")
+        if pg.target is None:
+            raise gr.Error("start the playground with --target and --draft to use this tab.", print_exception=False)
         try:
             for f in speculative_frames(pg.target, pg.draft, prompt, max_new_tokens, num_draft_tokens, temperature, seed, limits=L):
                 s = f.stats
@@ -273,7 +284,7 @@ def build_app(pg: Playground):
                     line += f" · plain decoding {s['baseline_tokens_per_s']} tok/s · speedup {s['speedup']}x"
                     if "lossless" in s: line += f" · lossless: {s['lossless']}"
                 yield f.pieces, line, s
-        except PlaygroundError as e: raise gr.Error(str(e))
+        except PlaygroundError as e: raise gr.Error(str(e), print_exception=False) from None
 
     with gr.Blocks(title="mdlm_kit playground") as demo:
         gr.Markdown("# mdlm_kit playground")
@@ -320,7 +331,7 @@ def build_app(pg: Playground):
             sstat = gr.Markdown(elem_id="spec-status")
             sjson = gr.JSON(label="Statistics")
             srun.click(run_speculative, [sprompt, snew, sk, stemp, sseed], [sout, sstat, sjson], api_name="speculate")
-    return demo.queue(default_concurrency_limit=1)
+    return demo.queue(default_concurrency_limit=1, max_size=L.max_queue)
 
 def launch(pg: Playground, host: str = "127.0.0.1", port: int = 7860, block: bool = True):
     "Build and serve the app; returns (demo, local_url)."

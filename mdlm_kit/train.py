@@ -72,7 +72,7 @@ def _flatten(d: dict, prefix="") -> dict:
     return out
 
 # keys added to the config later, with the value that runs saved before them had in effect
-LEGACY_DEFAULTS = {"model.head_bias": False, "model.tie_embeddings": True, "training.objective": "mdlm",
+LEGACY_DEFAULTS = {"model.head_bias": False, "model.local_mixing": 0, "model.tie_embeddings": True, "training.objective": "mdlm",
                    "training.masking": "bernoulli"}
 
 def resume_mismatches(saved: dict, current: dict) -> list[str]:
