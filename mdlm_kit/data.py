@@ -65,7 +65,8 @@ def read_corpus(spec: str, text_field: str = "text") -> list[str]:
     if not p.exists(): raise DataError(f"corpus {spec!r} does not exist: pass 'embedded', a UTF-8 .txt/.jsonl file, "
                                        f"a directory of .txt files, or hf:NAME for a datasets dataset.")
     if p.is_dir():
-        if (p / "dataset_info.json").exists() or (p / "state.json").exists(): return _read_hf(str(p), text_field)
+        saved = ("dataset_info.json", "state.json", "dataset_dict.json")   # a Dataset or DatasetDict.save_to_disk
+        if any((p / f).exists() for f in saved): return _read_hf(str(p), text_field)
         files = sorted(f for f in p.rglob("*") if f.suffix.lower() in (".txt", ".md"))
         if not files: raise DataError(f"corpus directory {spec!r} has no .txt or .md files.")
         return [_read_text(f) for f in files]

@@ -294,3 +294,18 @@ def test_resume_with_more_steps_states_the_changed_schedule(trained, tiny_config
     assert rc == 0, err
     assert "training.max_steps changed from 6 to 8" in out
     assert [e["note"] for e in read_events(trained, "schedule_changed")][0].startswith("training.max_steps changed")
+
+def test_corpus_from_a_saved_datasets_directory(tmp_path, corpus_file, capsys):
+    "The `datasets` path (what hf:NAME uses after download) reads a saved dataset, its splits and its text column."
+    datasets = pytest.importorskip("datasets", reason="pip install 'mdlm-kit[hf]'")
+    from mdlm_kit.data import read_corpus, DataError
+    text = corpus_file.read_text().split("\n\n")
+    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"body": text, "n": list(range(len(text)))})}
+                         ).save_to_disk(str(tmp_path / "ds"))
+    assert read_corpus(str(tmp_path / "ds"), text_field="body") == text
+    with pytest.raises(DataError, match="no column 'text'"): read_corpus(str(tmp_path / "ds"))
+    rc, out, err = run(["prepare", "--output-dir", tmp_path / "packed", "--corpus", tmp_path / "ds",
+                        "--set", 'data.text_field="body"', "--set", "data.tokenizer_vocab_size=400",
+                        "--set", "data.block_size=32", "--set", "model.max_seq_len=32"], capsys)
+    assert rc == 0, err
+    assert json.loads((tmp_path / "packed" / "meta.json").read_text())["n_documents"] == len([t for t in text if t.strip()])
