@@ -7,14 +7,15 @@ Every run is a real `Trainer` (the quickstart's config plus its overrides) on on
 steps are interleaved (one step of each in turn), so machine noise hits all of them alike, and only the time spent
 inside `train_step` counts as training time. Every `--eval-every` steps each run is scored on the same validation
 blocks (MDLM: the ELBO bound at `--levels` noise levels; AR: the exact NLL) and converted to bits per character
-with the split's own characters-per-token ratio. Time-to-quality is the training time at which a run first scores
+with the split's own characters-per-token ratio. Runs with other data settings (`vocab_512`) get their own packed
+data; bits per character is the unit that compares across tokenizers. Time-to-quality is the training time at which a run first scores
 `--target-bpc` or better. The result (curves, unigram entropy, time-to-quality) goes to `--out` as JSON; lesson 08
 draws its figure from it.
 """
-import argparse, json, math, tempfile, time
+import argparse, hashlib, json, math, tempfile, time
 from pathlib import Path
 import torch
-from mdlm_kit.config import apply_overrides, load_config
+from mdlm_kit.config import apply_overrides, load_config, to_dict
 from mdlm_kit.data import PackedData, prepare_data
 from mdlm_kit.diffusion import ar_nll, elbo_bound
 from mdlm_kit.train import Trainer
@@ -22,9 +23,16 @@ from mdlm_kit.train import Trainer
 RUNS = {  # name: overrides of the built-in quickstart config
     "mdlm": [],
     "ar": ['training.objective="ar"'],
-    # the default before this lesson's fixes: no output bias, coin-flip masking, 300 steps of 32, cosine to 3e-4
-    "mdlm_before": ["model.head_bias=false", 'training.masking="bernoulli"', "training.batch_size=32",
-                    "training.max_steps=300", "training.min_lr=0.0003", "training.warmup_steps=30"],
+    # the default before lesson 08's fixes: no output bias, no local mixing, coin-flip masking, 300 steps of 32
+    "mdlm_before": ["model.head_bias=false", "model.local_mixing=0", 'training.masking="bernoulli"',
+                    "training.batch_size=32", "training.max_steps=300", "training.min_lr=0.0003", "training.warmup_steps=30"],
+    # one change each, against the default (the ablations of lesson 08)
+    "no_head_bias": ["model.head_bias=false"],
+    "no_local_mixing": ["model.local_mixing=0"],
+    "ar_no_local_mixing": ['training.objective="ar"', "model.local_mixing=0"],
+    "bernoulli_masking": ['training.masking="bernoulli"'],
+    "vocab_512": ["data.tokenizer_vocab_size=512"],
+    "ar_vocab_512": ['training.objective="ar"', "data.tokenizer_vocab_size=512"],
 }
 
 
@@ -50,24 +58,28 @@ def main(argv=None):
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     work = Path(tempfile.mkdtemp(prefix="mdlm_learning-"))
-    base = apply_overrides(load_config(None), [f"data.corpus={json.dumps(a.corpus)}",
-                                               f'data.data_dir="{work / "data"}"'] + a.overrides)
-    prepare_data(base.data, work / "data", log=lambda *x: None)
-    data = PackedData(work / "data")
-    n_val = min(a.eval_blocks, data.meta["n_val_blocks"])
-    blocks = [data.batch("val", range(i, min(i + 16, n_val))) for i in range(0, n_val, 16)]
-    tok_per_char = n_val * data.block_size / (data.n_chars("val") * n_val / data.meta["n_val_blocks"])
     names = a.runs.split(",")
-    trainers = {n: Trainer(apply_overrides(base, RUNS[n]), work / n, progress=False, log=lambda *x: None)
-                for n in names}
-    for tr in trainers.values():
-        tr.out.mkdir(parents=True, exist_ok=True)
+    unknown = [n for n in names if n not in RUNS]
+    if unknown: ap.error(f"unknown runs {unknown}; choose from {', '.join(RUNS)}")
+    trainers, blocks, tok_per_char, unigram = {}, {}, {}, {}
+    for n in names:   # runs that share data settings share the packed data (and tokenizer)
+        cfg = apply_overrides(load_config(None), [f"data.corpus={json.dumps(a.corpus)}"] + a.overrides + RUNS[n])
+        key = hashlib.sha256(json.dumps(to_dict(cfg.data), sort_keys=True).encode()).hexdigest()[:8]
+        cfg = apply_overrides(cfg, [f'data.data_dir="{work / ("data-" + key)}"'])
+        prepare_data(cfg.data, cfg.data.data_dir, log=lambda *x: None)
+        data = PackedData(cfg.data.data_dir)
+        n_val = min(a.eval_blocks, data.meta["n_val_blocks"])
+        blocks[n] = [data.batch("val", range(i, min(i + 16, n_val))) for i in range(0, n_val, 16)]
+        tok_per_char[n] = data.meta["n_val_blocks"] * data.block_size / data.n_chars("val")
+        unigram[n] = data.unigram_entropy("val")
+        trainers[n] = Trainer(cfg, work / n, progress=False, log=lambda *x: None)
+        trainers[n].out.mkdir(parents=True, exist_ok=True)
     curves = {n: [] for n in names}
     clock = {n: 0.0 for n in names}
-    bpc = lambda nats: nats * tok_per_char / math.log(2)
+    bpc = lambda n, nats: nats * tok_per_char[n] / math.log(2)
     for n, tr in trainers.items():
-        curves[n].append({"step": 0, "train_s": 0.0, "nats_per_token": (s := score(tr, blocks, a.levels)),
-                          "bits_per_char": bpc(s)})
+        s = score(tr, blocks[n], a.levels)
+        curves[n].append({"step": 0, "train_s": 0.0, "nats_per_token": s, "bits_per_char": bpc(n, s)})
     while any(tr.step < tr.cfg.training.max_steps for tr in trainers.values()):
         for n, tr in trainers.items():
             if tr.step >= tr.cfg.training.max_steps: continue
@@ -75,15 +87,15 @@ def main(argv=None):
             tr.train_step()
             clock[n] += time.perf_counter() - t0
             if tr.step % a.eval_every == 0 or tr.step == tr.cfg.training.max_steps:
-                s = score(tr, blocks, a.levels)
+                s = score(tr, blocks[n], a.levels)
                 curves[n].append({"step": tr.step, "train_s": round(clock[n], 2), "nats_per_token": s,
-                                  "bits_per_char": bpc(s)})
-                print(f"{n:>12} step {tr.step:>5}  {clock[n]:7.1f} s  {s:.3f} nats/token  {bpc(s):.3f} bits/char",
+                                  "bits_per_char": bpc(n, s)})
+                print(f"{n:>18} step {tr.step:>5}  {clock[n]:7.1f} s  {s:.3f} nats/token  {bpc(n, s):.3f} bits/char",
                       flush=True)
     target = a.target_bpc or max(min(p["bits_per_char"] for p in c) for c in curves.values())
     ttq = {n: next((p["train_s"] for p in c if p["bits_per_char"] <= target), None) for n, c in curves.items()}
-    res = {"corpus": a.corpus, "threads": a.threads, "eval_blocks": n_val, "levels": a.levels,
-           "unigram_nats_per_token": data.unigram_entropy("val"), "tokens_per_char": tok_per_char,
+    res = {"corpus": a.corpus, "threads": a.threads, "eval_blocks": a.eval_blocks, "levels": a.levels,
+           "unigram_nats_per_token": unigram, "tokens_per_char": tok_per_char,
            "runs": {n: RUNS[n] + a.overrides for n in names}, "curves": curves,
            "target_bits_per_char": target, "time_to_target_s": ttq}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

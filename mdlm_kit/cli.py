@@ -209,10 +209,10 @@ def playground_setup(args):
     if args.target:
         from mdlm_kit.speculative import load_draft
         from mdlm_kit.targets import TargetModel
-        from mdlm_kit.dflash import DFlashDraftModel
+        from mdlm_kit.targets import digests_match
         draft = load_draft(args.draft, device=dev)
         target = TargetModel.from_pretrained(args.target, device=dev)
-        if isinstance(draft, DFlashDraftModel) and draft.config.target_digest and draft.config.target_digest != target.digest():
+        if not digests_match(getattr(draft.config, "target_digest", ""), target.digest()):
             raise UsageError(f"the drafter in {args.draft!r} was trained for another target than {args.target!r}.")
     return Playground(ckpt, roots, target, draft, device=dev)
 

@@ -17,7 +17,8 @@ from .config import ConfigError
 from .device import KitError
 from .device import (autocast, get_rng_state, memory_stats, resolve_device, resolve_precision, seed_everything,
                              set_rng_state, synchronize)
-from .targets import TargetModel, TargetEmbeddingsAndHead, TargetError, feature_scaled_init_
+from .targets import (TargetModel, TargetEmbeddingsAndHead, TargetError, digests_match,
+                              feature_scaled_init_)
 from .chat_data import build_chat_dataset, dataset_key
 from .features import HiddenStates, FeaturesError
 from .dflash import (DFlashConfig, DFlashDraftModel, DFlashError, dflash_forward, sample_anchors, LOSS_TYPES,
@@ -235,11 +236,11 @@ class DraftTrainer:
             self.tables, tconf, digest, tok = target.embeddings_and_head(), target.config, target.digest(), target.tokenizer
         else:
             from transformers import AutoConfig
-            from mdlm_kit.targets import resolve_target, _config_digest
+            from mdlm_kit.targets import resolve_target, target_digest
             path, gguf = resolve_target(cfg.target_model_path)
             tconf = AutoConfig.from_pretrained(path, **({"gguf_file": gguf} if gguf else {}))
             self.tables = TargetEmbeddingsAndHead.from_pretrained(cfg.target_model_path, cfg.embedding_key, cfg.lm_head_key)
-            digest, tok = _config_digest(tconf), None
+            digest, tok = target_digest(tconf, self.tables.embed_weight), None
         self.tables = self.tables.to(self.device)
         self.target_digest = digest
         mask_id = resolve_mask_token_id(cfg.mask_token_id, tok, self.tables.vocab_size)
@@ -267,9 +268,10 @@ class DraftTrainer:
             optimizer=cfg.optimizer_type), self.device)
         self.step = 0
         if state is not None:
-            if state.get("target_digest") not in (None, digest):
-                raise CheckpointError("cannot resume: this checkpoint was trained against another target (architecture digest "
-                                      f"{state['target_digest']} != {digest}); point --target-model-path at the original target.")
+            if not digests_match(state.get("target_digest"), digest):
+                raise CheckpointError("cannot resume: this checkpoint was trained against another target (other "
+                                      f"architecture or weights: digest {state['target_digest']} != {digest}); point "
+                                      "--target-model-path at the original target.")
             if state["data_id"] != self.data_id:
                 raise CheckpointError("cannot resume: the training data (or its features) differ from the checkpoint's; "
                                       "resume with the same data or start a new run.")

@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 from .checkpoint import atomic_write, atomic_write_text
+from .targets import digests_match
 from .device import KitError
 
 # %% auto #0
@@ -95,9 +96,9 @@ class HiddenStates:
             raise FeaturesError(f"features in {str(self.dir)!r} hold target layers {self.layer_ids}, but the drafter needs "
                                 f"{list(layer_ids)}; recompute them with --layers {','.join(map(str, layer_ids))} (or train with "
                                 f"--target-layer-ids {','.join(map(str, self.layer_ids))}).")
-        if target_digest is not None and target_digest != self.index["target_digest"]:
-            raise FeaturesError(f"features in {str(self.dir)!r} were made by another target ({self.index['target']!r}, "
-                                "different architecture); recompute them with this target.")
+        if target_digest is not None and not digests_match(self.index["target_digest"], target_digest):
+            raise FeaturesError(f"features in {str(self.dir)!r} were made by another target ({self.index['target']!r}: "
+                                "other architecture or other weights); recompute them with this target.")
         return self
 
     def __getitem__(self, i: int) -> dict:

@@ -41,10 +41,13 @@ class Attention(nn.Module):
 
 class LocalMix(nn.Module):
     "Adds to each position a learned per-channel mix of its `radius` neighbours on each side (earlier ones only if causal)."
-    def __init__(self, dim: int, radius: int):
+    def __init__(self, dim: int, radius: int, neighbours: float = 0.0):
         super().__init__()
         self.radius = radius
         self.weight = nn.Parameter(torch.zeros(dim, 1, 2 * radius + 1))   # zero: the block starts as a plain one
+        with torch.no_grad():   # or start by adding the neighbours themselves (the centre is the residual's)
+            self.weight.fill_(neighbours)
+            self.weight[:, :, radius] = 0.0
     def forward(self, x, causal=False):                                   # x (B, T, C)
         w = self.weight
         if causal:   # taps for offsets +1..+radius (later tokens) are cut, so an AR model cannot see ahead
@@ -81,6 +84,8 @@ class DiffusionTransformer(nn.Module):
             raise ConfigError("ModelConfig needs vocab_size and mask_token_id (take them from the tokenizer).")
         self.config = cfg
         self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        # each position starts out seeing its neighbours' embeddings, as a next-token model sees the token before it
+        self.embed_mix = LocalMix(cfg.d_model, cfg.local_mixing, neighbours=1.0) if cfg.local_mixing else None
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
@@ -113,7 +118,9 @@ class DiffusionTransformer(nn.Module):
         if T > self.config.max_seq_len:
             raise ConfigError(f"sequence of {T} tokens exceeds model.max_seq_len={self.config.max_seq_len}.")
         cos, sin = self.rope_cos[:T], self.rope_sin[:T]
-        x = self.drop(self.embed(input_ids))
+        x = self.embed(input_ids)
+        if self.embed_mix is not None: x = self.embed_mix(x, causal)
+        x = self.drop(x)
         for blk in self.blocks:
             if self.config.activation_checkpointing and self.training and torch.is_grad_enabled():
                 x = checkpoint(blk, x, cos, sin, attn_mask, causal, use_reentrant=False)

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from .dflash import DFlashContextCache, DFlashDraftModel, draft_block
 from .eagle3 import Eagle3DraftModel
+from .targets import digests_match
 from .device import KitError
 
 # %% auto #0
@@ -395,8 +396,9 @@ def speculate(target, draft, prompts, max_new_tokens: int = 64, sp: SamplingPara
     "Run speculative decoding over chat prompts; return the metrics (and lossless at temperature 0). `num_draft_tokens`: drafts verified per cycle (default: DFlash block_size-1, EAGLE-3 5)."
     from tqdm.auto import tqdm
     tok, tables = target.tokenizer, target.embeddings_and_head()
-    if isinstance(draft, DFlashDraftModel) and draft.config.target_digest and draft.config.target_digest != target.digest():
-        raise SpeculativeError("this DFlash drafter was trained for another target (architecture digest differs).")
+    if not digests_match(getattr(draft.config, "target_digest", ""), target.digest()):
+        raise SpeculativeError("this drafter was trained for another target (other architecture or weights); pass the "
+                               "target it was trained with, or train a drafter for this one.")
     eos = tok.eos_token_id
     k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
     runs, base = [], []

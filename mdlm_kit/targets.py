@@ -15,9 +15,9 @@ import torch.nn.functional as F
 from .device import KitError
 
 # %% auto #0
-__all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'TargetError', 'resolve_target', 'TargetOutput', 'TargetModel',
-           'TargetEmbeddingsAndHead', 'target_shape', 'rotary_embedding', 'feature_scaled_init_', 'tiny_tokenizer',
-           'tiny_target']
+__all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'TargetError', 'resolve_target', 'TargetOutput', 'weights_fingerprint',
+           'target_digest', 'digests_match', 'TargetModel', 'TargetEmbeddingsAndHead', 'target_shape',
+           'rotary_embedding', 'feature_scaled_init_', 'tiny_tokenizer', 'tiny_target']
 
 # %% ../nbs/10_targets.ipynb #d1437718
 class TargetError(KitError, ValueError):
@@ -67,6 +67,22 @@ def _config_digest(config) -> str:
                                   "num_key_value_heads", "intermediate_size", "rope_parameters", "rope_theta")}
     return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
+def weights_fingerprint(embed_weight: torch.Tensor) -> str:
+    "A short hash of 64 evenly spaced rows of the embedding table, rounded to bf16 (the same whether loaded in fp32 or bf16)."
+    rows = torch.linspace(0, embed_weight.shape[0] - 1, 64, device=embed_weight.device).long()
+    sample = embed_weight.detach()[rows].to(torch.bfloat16).float().cpu().contiguous()
+    return hashlib.sha256(sample.numpy().tobytes()).hexdigest()[:16]
+
+def target_digest(config, embed_weight: torch.Tensor) -> str:
+    "`ARCHITECTURE-WEIGHTS`: what saved features, drafters and resumes are matched against (base vs Instruct differ)."
+    return f"{_config_digest(config)}-{weights_fingerprint(embed_weight)}"
+
+def digests_match(stored: str | None, current: str) -> bool:
+    "Whether `stored` names the target `current` does; digests written before weights were fingerprinted compare the architecture."
+    if not stored: return True
+    if "-" not in stored: return stored == current.split("-")[0]
+    return stored == current
+
 class TargetModel(nn.Module):
     "A frozen causal LM in inference mode that returns chosen layers' hidden states and its logits."
     def __init__(self, model, tokenizer=None, name: str = "target"):
@@ -101,8 +117,8 @@ class TargetModel(nn.Module):
     @property
     def device(self): return self.model.get_input_embeddings().weight.device
     def digest(self) -> str:
-        "A short hash of the architecture, so saved features can be matched to the target that made them."
-        return _config_digest(self.config)
+        "Hashes of the architecture and of the weights, so saved features and drafters match only the target that made them."
+        return target_digest(self.config, self.model.get_input_embeddings().weight)
 
     def check_layer_ids(self, layer_ids) -> list[int]:
         ids = [int(i) for i in layer_ids]

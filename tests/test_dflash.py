@@ -147,6 +147,10 @@ def test_resume_continues_exactly(tiny, tmp_path):
     with pytest.raises(CheckpointError, match="another target"):
         DraftTrainer(_cfg(chat), tmp_path / "part", resume=True, target=tiny_target("llama", num_layers=5),
                      progress=False, log=lambda *a: None)
+    # the same architecture with other weights (a base model against its Instruct version) is another target too
+    twin = tiny_target("qwen3", num_layers=5, seed=7)
+    with pytest.raises(CheckpointError, match="other architecture or weights"):
+        DraftTrainer(_cfg(chat), tmp_path / "part", resume=True, target=twin, progress=False, log=lambda *a: None)
 
 
 def test_bad_inputs(tiny, tmp_path):
@@ -168,6 +172,9 @@ def test_bad_inputs(tiny, tmp_path):
     data = build_chat_dataset(chat, tgt.tokenizer, 128)
     save_hidden_states(tgt, data[:3], [0, 1], feats, dtype="fp32", progress=False)
     with pytest.raises(FeaturesError, match="--layers"): HiddenStates(feats).check([1, 3])
+    HiddenStates(feats).check([0, 1], tgt.digest())
+    with pytest.raises(FeaturesError, match="other architecture or other weights"):   # same shape, other weights
+        HiddenStates(feats).check([0, 1], tiny_target("qwen3", num_layers=5, seed=7).digest())
     with pytest.raises(FeaturesError, match="--layers"):
         DraftTrainer(_cfg(chat, train_data_path="", train_hidden_states_path=str(feats)), tmp_path / "o", target=tgt,
                      progress=False, log=lambda *a: None)
