@@ -73,7 +73,10 @@ def test_overfit_drafters_accept_at_decoding_time(setup, drafters):
     r2 = eagle3_decode(tgt, e3, tables, prompt, 40, num_draft_tokens=4)
     r3 = eagle3_tree_decode(tgt, e3, tables, prompt, 40, depth=4, top_k=3, tree_nodes=10)
     assert r1.tokens == answer and r2.tokens == answer and r3.tokens == answer
-    assert summarize_runs([r3])["tau_pooled"] >= summarize_runs([r2])["tau_pooled"] - 0.5
+    # a tree with one child per node is the chain: the two implementations agree cycle by cycle
+    r5 = eagle3_tree_decode(tgt, e3, tables, prompt, 40, depth=4, top_k=1, tree_nodes=4)
+    assert (r5.tokens, r5.cycles, r5.accepted) == (r2.tokens, r2.cycles, r2.accepted)
+    assert sum(r3.accepted) / len(r3.cycles) >= 2.0, r3.cycles   # and the wider tree still takes most of the path
     tau1 = summarize_runs([r1])["tau_pooled"]
     acc2 = sum(r2.accepted) / sum(r2.proposed)
     assert tau1 >= 0.75 * BS, tau1          # close to the block size
@@ -130,7 +133,10 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys):
                    "--max-new-tokens", "12", "--output", str(tmp_path / f"{d}.json"), "--no-progress"])
         assert rc == 0
         r = json.loads((tmp_path / f"{d}.json").read_text())
-        assert r["lossless"] is True and r["n_prompts"] == 2 and r["tau_pooled"] >= 1 and "speedup" in r
+        assert r["lossless"] is True and r["n_prompts"] == 2 and "speedup" in r
+        committed = sum(int(k) * v for k, v in r["tokens_per_cycle_histogram"].items())
+        assert committed == r["tokens"] - r["n_prompts"]          # every token but each prompt's first came from a cycle
+        assert r["tau_pooled"] == pytest.approx(committed / r["cycles"])
     capsys.readouterr()
     assert main(["speculate", "--target", str(tmp_path / "t"), "--draft", str(tmp_path / "p.jsonl")]) == 2
     assert "not a saved DFlash or EAGLE-3 drafter" in capsys.readouterr().err
