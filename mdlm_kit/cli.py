@@ -124,10 +124,12 @@ def _start_baseline(cfg, out: Path, args, threads: int):
     with open(out / "train.log", "a") as log:
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
 
-# what the quickstart prints: (title, prompt, sampler, steps, block length)
-QUICKSTART_SAMPLES = [("unconditional, ancestral sampler, 256 steps", "", "ancestral", 256, None),
-                      ("prompt 'The for statement', ancestral sampler", "The for statement", "ancestral", 256, None),
-                      ("prompt 'Return the', semi-autoregressive blocks of 16", "Return the", "blocks", 64, 16)]
+# what the quickstart prints, one sampler each: (title, prompt, sampler, steps, block length, top-k); lesson 07 compares
+# the settings (on this model, confidence and blocks give the most real words; ancestral needs top-k at this size)
+QUICKSTART_SAMPLES = [("unconditional, confidence sampler", "", "confidence", 64, None, 0),
+                      ("prompt 'The for statement', ancestral sampler, 256 steps, top-k 20", "The for statement",
+                       "ancestral", 256, None, 20),
+                      ("prompt 'Return the', semi-autoregressive blocks of 16", "Return the", "blocks", 64, 16, 0)]
 
 def compare_runs(mdlm_model, ar_model, data: PackedData, n_levels: int = 16) -> dict:
     "Both models scored on the whole validation split, beside the split's unigram entropy."
@@ -171,8 +173,8 @@ def cmd_quickstart(args):
         if e["event"] == "validation": print(f"  step {e['step']:>5}: {e['elbo_nats_per_token']:.3f}")
     data = PackedData(cfg.data.data_dir or out / "data")
     words = data.words("train")
-    for title, prompt, sampler, steps, bl in QUICKSTART_SAMPLES:
-        text = _samples(model, tok, prompt, 1, 64, steps, sampler, bl, 1.0, 0, args.seed)[0]
+    for title, prompt, sampler, steps, bl, top_k in QUICKSTART_SAMPLES:
+        text = _samples(model, tok, prompt, 1, 64, steps, sampler, bl, 1.0, top_k, args.seed)[0]
         print(f"\n=== sample ({title}) ===\n{text.strip()}\n=== end of sample ===")
         print(f"{known_word_fraction(text[len(prompt):], words):.0%} of its words occur in the training text")
     if not args.no_baseline:
@@ -186,7 +188,7 @@ def cmd_quickstart(args):
         atomic_write_text(out / "comparison.json", json.dumps(c, indent=2) + "\n")
         print_comparison(c)
     print(f"\nInference checkpoint: {out / 'inference'}\nTry: mdlm-kit sample --checkpoint {out / 'inference'} "
-          f"--prompt \"The import system\" --length 64 --steps 256 --sampler ancestral --seed 1")
+          f"--prompt \"The import system\" --length 64 --steps 64 --sampler confidence --seed 1")
 
 # %% ../nbs/09_cli.ipynb #f5546ec6
 def playground_setup(args):

@@ -55,12 +55,12 @@ class DataConfig:
 @dataclass
 class TrainingConfig:
     "The optimisation run. An optimizer step consumes `batch_size * gradient_accumulation_steps` blocks."
-    max_steps: int = 300
-    batch_size: int = 32
+    max_steps: int = 1200
+    batch_size: int = 16
     gradient_accumulation_steps: int = 1
     learning_rate: float = 3e-3
-    min_lr: float = 3e-4
-    warmup_steps: int = 30
+    min_lr: float = -1.0          # where the cosine ends; -1: at learning_rate, i.e. constant after warm-up (lesson 08)
+    warmup_steps: int = 60
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.98
@@ -72,10 +72,10 @@ class TrainingConfig:
     masking: str = "exact"        # exact: ceil(t L) tokens per sequence | bernoulli: each token with probability t
     seed: int = 1337
     log_interval: int = 10
-    eval_interval: int = 100
-    eval_batches: int = 2
+    eval_interval: int = 200
+    eval_batches: int = 4
     eval_noise_levels: int = 4
-    save_interval: int = 100
+    save_interval: int = 200
     keep_last: int = 2
     skip_nonfinite: bool = False  # skip a step whose loss is NaN/inf instead of stopping
     objective: str = "mdlm"       # mdlm (masked diffusion) | ar (the same model run causally: the baseline)
@@ -120,7 +120,8 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     _check(t.batch_size > 0, "training.batch_size", "must be > 0")
     _check(t.gradient_accumulation_steps > 0, "training.gradient_accumulation_steps", "must be > 0")
     _check(t.learning_rate > 0, "training.learning_rate", "must be > 0")
-    _check(0 <= t.min_lr <= t.learning_rate, "training.min_lr", "must be in [0, training.learning_rate]")
+    _check(t.min_lr == -1 or 0 <= t.min_lr <= t.learning_rate, "training.min_lr",
+           "must be in [0, training.learning_rate], or -1 for a constant rate after warm-up")
     _check(0 <= t.warmup_steps < t.max_steps, "training.warmup_steps", "must be >= 0 and < training.max_steps")
     _check(0 <= t.beta1 < 1 and 0 <= t.beta2 < 1, "training.beta1/beta2", "must be in [0, 1)")
     _check(t.optimizer in ("adamw", "adamw_8bit"), "training.optimizer", "must be 'adamw' or 'adamw_8bit'")

@@ -297,8 +297,8 @@ def build_app(pg: Playground):
                     # the settings that gave the quickstart model's best text (lesson 07); length up to its context
                     ctx = min(L.max_length, context_length(pg.checkpoint, L.max_length)) if pg.checkpoint else L.max_length
                     length = gr.Slider(1, ctx, min(64, ctx), step=1, label="Generation length")
-                    steps = gr.Slider(1, L.max_steps, 256, step=1, label="Steps (ancestral: may exceed the length)")
-                    sampler = gr.Radio(list(SAMPLERS), value="ancestral", label="Sampler")
+                    steps = gr.Slider(1, L.max_steps, 64, step=1, label="Steps (ancestral: may exceed the length)")
+                    sampler = gr.Radio(list(SAMPLERS), value="confidence", label="Sampler")
                     block = gr.Slider(1, L.max_length, 16, step=1, label="Block length (blocks sampler)")
                     temp = gr.Slider(0.0, L.max_temperature, 1.0, step=0.05, label="Temperature")
                     seed = gr.Number(0, precision=0, label="Seed")

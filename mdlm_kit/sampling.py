@@ -87,13 +87,15 @@ def diffusion_steps(model, prompt: torch.Tensor | list[int] | None, length: int,
         masked = x == mask_id
         if sampler == "ancestral":
             t, s = 1 - i / steps, 1 - (i + 1) / steps
-            if cached is None: cached = model(x, predict_mask=masked)
-            # the last step is MDLM's noise removal: every token still masked takes its most likely value
-            ids, conf = _draw(cached, 0.0 if s == 0 else temperature, top_k, g)
-            reveal = torch.rand(len(ids), generator=g).to(dev) < (t - s) / t
-            new = torch.zeros_like(masked); new[masked] = reveal
-            x[new] = ids[reveal]
-            cached = None if reveal.any() else cached   # no time input: unchanged canvas, unchanged logits
+            new, conf = torch.zeros_like(masked), torch.zeros(0, device=dev)
+            if masked.any():   # (with more steps than tokens, the canvas can be full before the last step)
+                if cached is None: cached = model(x, predict_mask=masked)
+                # the last step is MDLM's noise removal: every token still masked takes its most likely value
+                ids, conf = _draw(cached, 0.0 if s == 0 else temperature, top_k, g)
+                reveal = torch.rand(len(ids), generator=g).to(dev) < (t - s) / t
+                new[masked] = reveal
+                x[new] = ids[reveal]
+                cached = None if reveal.any() else cached   # no time input: unchanged canvas, unchanged logits
         else:
             if sampler == "blocks":
                 per = steps // n_blocks; b = i // per

@@ -54,10 +54,11 @@ class TrainingError(KitError, RuntimeError):
     "Training stopped; the message says why and what was kept."
 
 def lr_at(step: int, tc) -> float:
-    "Learning rate for optimizer step `step` (0-based): linear warmup, then cosine decay to `min_lr`."
+    "Learning rate for optimizer step `step` (0-based): linear warmup, then cosine decay to `min_lr` (-1: no decay)."
     if step < tc.warmup_steps: return tc.learning_rate * (step + 1) / tc.warmup_steps
+    lo = tc.learning_rate if tc.min_lr < 0 else tc.min_lr
     frac = min(1.0, (step - tc.warmup_steps) / max(1, tc.max_steps - tc.warmup_steps))
-    return tc.min_lr + 0.5 * (tc.learning_rate - tc.min_lr) * (1 + math.cos(math.pi * frac))
+    return lo + 0.5 * (tc.learning_rate - lo) * (1 + math.cos(math.pi * frac))
 
 # %% ../nbs/08_train.ipynb #e5d64cb3
 RESUME_MAY_CHANGE = {"training.max_steps", "training.log_interval", "training.eval_interval", "training.save_interval",
@@ -138,7 +139,7 @@ class Trainer:
             self.step = state["step"]
             set_rng_state(state["rng"])
             old_max = state["config"]["training"]["max_steps"]
-            if old_max != tc.max_steps and tc.min_lr < tc.learning_rate:   # allowed, but it bends the cosine
+            if old_max != tc.max_steps and 0 <= tc.min_lr < tc.learning_rate:   # allowed, but it bends the cosine
                 self.schedule_note = (f"training.max_steps changed from {old_max} to {tc.max_steps}: the cosine decay "
                                       f"now runs to step {tc.max_steps}, so steps from {self.step} on use other rates "
                                       "than the original run's")

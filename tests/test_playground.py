@@ -187,7 +187,7 @@ def test_page_in_headless_chromium_streams_tokens(served):
         status = page.locator("#status").inner_text()
         box = page.locator("#replay input[type=number]")          # scrub back to the all-masked canvas
         box.fill("0"); box.press("Enter")
-        page.wait_for_function("document.querySelector('#status').innerText.includes('step 0 of 256')", timeout=30_000)
+        page.wait_for_function("document.querySelector('#status').innerText.includes('step 0 of 64')", timeout=30_000)
         replayed = page.locator("#canvas .token .text").all_inner_texts()
         page.get_by_role("tab", name="Speculative decoding").click()
         page.get_by_role("button", name="Run speculative decoding").click()
@@ -198,7 +198,7 @@ def test_page_in_headless_chromium_streams_tokens(served):
         browser.close()
     assert "lossless: True" in spec_status and "τ" in spec_status
     assert len(spec_tokens) == 64
-    assert "done: 256 steps" in status                              # the ancestral sampler's 256 steps by default
+    assert "done: 64 steps" in status                               # the confidence sampler, 64 steps, by default
     assert len(tokens) >= 64 and not any("░" in t for t in tokens[-64:])
     assert sum("░" in t for t in replayed) == 64
     assert not errors, errors
