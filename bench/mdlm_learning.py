@@ -2,6 +2,7 @@
 
     python bench/mdlm_learning.py                       # the quickstart's MDLM, the same model as AR, and the old default
     python bench/mdlm_learning.py --runs mdlm,ar --corpus my.txt --target-bpc 2.2
+    python bench/mdlm_learning.py --from-quickstart runs/quickstart --target-bpc 2.5   # a `quickstart --baseline` run
 
 Every run is a real `Trainer` (the quickstart's config plus its overrides) on one packed data set. Their optimizer
 steps are interleaved (one step of each in turn), so machine noise hits all of them alike, and only the time spent
@@ -9,7 +10,11 @@ inside `train_step` counts as training time. Every `--eval-every` steps each run
 blocks (MDLM: the ELBO bound at `--levels` noise levels; AR: the exact NLL) and converted to bits per character
 with the split's own characters-per-token ratio. Runs with other data settings (`vocab_512`) get their own packed
 data; bits per character is the unit that compares across tokenizers. Time-to-quality is the training time at which a run first scores
-`--target-bpc` or better. The result (curves, unigram entropy, time-to-quality) goes to `--out` as JSON; lesson 08
+`--target-bpc` or better.
+
+`--from-quickstart RUN` reads the curves of a finished `mdlm-kit quickstart --baseline` instead of training: there the
+two models trained at the same time on one core each, so their wall clocks compare directly (evaluations included,
+the same for both); their validation events give nats/token, converted with the validation split's characters. The result (curves, unigram entropy, time-to-quality) goes to `--out` as JSON; lesson 08
 draws its figure from it.
 """
 import argparse, hashlib, json, math, tempfile, time
@@ -43,6 +48,21 @@ def score(tr: Trainer, blocks: list, levels: int) -> float:
     return elbo_bound(tr.model, blocks, tr.cfg.model.mask_token_id, n_levels=levels)["nats_per_token"]
 
 
+def from_quickstart(run: Path, target: float | None) -> dict:
+    "Curves and time-to-quality of a finished `quickstart --baseline` run (RUN and RUN/ar, trained side by side)."
+    data = PackedData(run / "data")
+    tok_per_char = data.meta["n_val_blocks"] * data.block_size / data.n_chars("val")
+    curves = {}
+    for name, d in (("mdlm", run), ("ar", run / "ar")):
+        evs = [json.loads(l) for l in (d / "events.jsonl").read_text().splitlines() if l.strip()]
+        t0 = next(e["time"] for e in evs if e["event"] in ("start", "resume"))
+        curves[name] = [{"step": e["step"], "train_s": round(e["time"] - t0, 1), "nats_per_token": e["nats_per_token"],
+                         "bits_per_char": e["nats_per_token"] * tok_per_char / math.log(2)}
+                        for e in evs if e["event"] == "validation"]
+    return {"unigram_nats_per_token": data.unigram_entropy("val"), "tokens_per_char": tok_per_char, "curves": curves,
+            "source": str(run)}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", default="mdlm,ar,mdlm_before", help=f"comma-separated, from {', '.join(RUNS)}")
@@ -55,7 +75,11 @@ def main(argv=None):
                     "best the slowest run reached)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", default="bench/results/mdlm_learning.json")
+    ap.add_argument("--from-quickstart", help="a finished `mdlm-kit quickstart --baseline` run directory")
     a = ap.parse_args(argv)
+    if a.from_quickstart:
+        res = from_quickstart(Path(a.from_quickstart), a.target_bpc)
+        return finish(res, a)
     torch.set_num_threads(a.threads)
     work = Path(tempfile.mkdtemp(prefix="mdlm_learning-"))
     names = a.runs.split(",")
@@ -92,15 +116,21 @@ def main(argv=None):
                                   "bits_per_char": bpc(n, s)})
                 print(f"{n:>18} step {tr.step:>5}  {clock[n]:7.1f} s  {s:.3f} nats/token  {bpc(n, s):.3f} bits/char",
                       flush=True)
-    target = a.target_bpc or max(min(p["bits_per_char"] for p in c) for c in curves.values())
-    ttq = {n: next((p["train_s"] for p in c if p["bits_per_char"] <= target), None) for n, c in curves.items()}
     res = {"corpus": a.corpus, "threads": a.threads, "eval_blocks": a.eval_blocks, "levels": a.levels,
            "unigram_nats_per_token": unigram, "tokens_per_char": tok_per_char,
-           "runs": {n: RUNS[n] + a.overrides for n in names}, "curves": curves,
-           "target_bits_per_char": target, "time_to_target_s": ttq}
+           "runs": {n: RUNS[n] + a.overrides for n in names}, "curves": curves}
+    return finish(res, a)
+
+
+def finish(res: dict, a) -> dict:
+    "Add time-to-quality, write the JSON, print the summary."
+    curves = res["curves"]
+    target = a.target_bpc or max(min(p["bits_per_char"] for p in c) for c in curves.values())
+    ttq = {n: next((p["train_s"] for p in c if p["bits_per_char"] <= target), None) for n, c in curves.items()}
+    res.update(target_bits_per_char=target, time_to_target_s=ttq)
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
-    print(f"time to {target:.3f} bits/char (training time only, {a.threads} threads): " +
+    print(f"time to {target:.3f} bits/char: " +
           ", ".join(f"{n} {'-' if t is None else f'{t / 60:.1f} min'}" for n, t in ttq.items()))
     return res
 

@@ -47,6 +47,8 @@ def test_frames_stream_every_step_and_never_change_revealed_tokens(ckpt):
     (dict(length=0), "length must be between 1 and 256"),
     (dict(length=257), "length must be between 1 and 256"),
     (dict(steps=10_000), "steps must be between 1 and 1024"),
+    (dict(steps=0), "steps must be between 1 and 1024"),              # refused, not quietly made 1
+    (dict(steps=float("inf")), "steps must be a number"),
     (dict(temperature=-1), "temperature must be between 0.0 and 2.0"),
     (dict(seed=-5), "seed must be between"),
     (dict(sampler="greedy"), "sampler must be one of"),

@@ -22,7 +22,7 @@ def test_quickstart_learns_and_compares_with_ar(tmp_path):
     from mdlm_kit.data import PackedData, known_word_fraction
     exe = Path(sys.executable).parent / "mdlm-kit"
     out = tmp_path / "qs"
-    r = subprocess.run([str(exe), "quickstart", "--output-dir", str(out), "--max-steps", str(STEPS), "--no-progress",
+    r = subprocess.run([str(exe), "quickstart", "--output-dir", str(out), "--baseline", "--max-steps", str(STEPS), "--no-progress",
                         "--set", "training.eval_interval=200"], capture_output=True, text=True, timeout=1500)
     assert r.returncode == 0, r.stderr[-3000:]
     c = json.loads((out / "comparison.json").read_text())
@@ -41,7 +41,7 @@ def test_quickstart_learns_and_compares_with_ar(tmp_path):
         assert known_word_fraction(body, words) >= 0.6, (title, body)   # words, not glued fragments
     assert (out / "inference" / "model.safetensors").is_file() and (out / "ar" / "inference" / "model.safetensors").is_file()
     # running it again reuses both finished runs instead of retraining or failing
-    r2 = subprocess.run([str(exe), "quickstart", "--output-dir", str(out), "--no-progress"], capture_output=True, text=True,
+    r2 = subprocess.run([str(exe), "quickstart", "--output-dir", str(out), "--baseline", "--no-progress"], capture_output=True, text=True,
                         timeout=600)
     assert r2.returncode == 0, r2.stderr[-2000:]
     assert r2.stdout.count("already holds a finished") == 2, r2.stdout
