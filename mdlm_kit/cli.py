@@ -117,7 +117,8 @@ def _start_baseline(cfg, out: Path, args, threads: int):
         return None
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "config.toml", to_toml(cfg))
-    cmd = [sys.executable, "-m", "mdlm_kit.cli", "train", "--config", str(out / "config.toml"),
+    cmd = [sys.executable, "-c", "import sys; from mdlm_kit.cli import main; sys.exit(main(sys.argv[1:]))",
+           "train", "--config", str(out / "config.toml"),
            "--output-dir", str(out), "--no-progress"] + ["--resume"] * (out / "events.jsonl").is_file()
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     print(f"training the AR baseline beside it, {threads} thread(s) each (log: {out / 'train.log'})")
@@ -300,6 +301,3 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"mdlm-kit {args.command}: interrupted; the last checkpoint is intact (use --resume).", file=sys.stderr); return 130
     return 0
-
-if __name__ == "__main__":   # `python -m mdlm_kit.cli`: how the quickstart starts its baseline run
-    sys.exit(main())
