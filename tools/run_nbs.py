@@ -31,6 +31,7 @@ def tidy(path: Path) -> int:
         keep = []
         for o in cell.get("outputs", []):
             if o.output_type == "stream":
+                if o.name == "stderr": continue   # warnings and progress bars: local paths and noise on the page
                 o.text = CONTROL.sub("", o.text)
                 if not o.text.strip(): continue
             data = o.get("data", {})
