@@ -10,11 +10,10 @@ import argparse, json, sys
 from pathlib import Path
 from .checkpoint import CheckpointError, atomic_write_text
 from .config import ConfigError, ExperimentConfig, apply_overrides, load_config, to_toml
-from .data import DataError, prepare_data
+from .data import DataError, PackedData, known_word_fraction, prepare_data
 from .device import KitError, resolve_device
 from .tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
 from .model import DiffusionTransformer
-from .data import PackedData, known_word_fraction
 from .diffusion import text_ar_nll, text_elbo
 from .sampling import SAMPLERS, ar_generate, decode, generate, load_inference, objective_of
 from .train import Trainer, TrainingError, score_split

@@ -214,9 +214,13 @@ class PackedData:
             raise DataError(f"config model.mask_token_id={mask_token_id} but the tokenizer's mask token id is "
                             f"{m['mask_token_id']}; set model.mask_token_id = -1 to take it from the tokenizer.")
 
+    def split(self, name: str) -> np.memmap:
+        "The blocks of split `name` ('train' or 'val'), (n_blocks, block_size)."
+        return self.train if name == "train" else self.val
+
     def token_counts(self, split: str = "train") -> np.ndarray:
         "How often each token id occurs in `split` (vocab_size,)."
-        arr = self.train if split == "train" else self.val
+        arr = self.split(split)
         return np.bincount(np.asarray(arr).ravel(), minlength=self.vocab_size).astype(np.int64)
 
     def unigram_entropy(self, split: str = "val") -> float:
@@ -227,19 +231,19 @@ class PackedData:
 
     def words(self, split: str = "train") -> set[str]:
         "The distinct alphabetic words (3+ letters, lower-cased) in the text of `split`."
-        arr = self.train if split == "train" else self.val
+        arr = self.split(split)
         return set(WORD.findall(self.tokenizer.decode(np.asarray(arr).ravel().tolist()).lower()))
 
     def n_chars(self, split: str = "val") -> int:
         "Characters of text that `split`'s blocks decode to (document breaks count as one)."
-        arr = self.train if split == "train" else self.val
+        arr = self.split(split)
         tok = self.tokenizer
         ids = np.asarray(arr).ravel().tolist()
         return len(tok.decode(ids, skip_special_tokens=True)) + ids.count(tok.eos_token_id)
 
     def batch(self, split: str, indices) -> torch.Tensor:
         "Blocks `indices` of `split` as an int64 tensor of shape (len(indices), block_size)."
-        arr = self.train if split == "train" else self.val
+        arr = self.split(split)
         return torch.from_numpy(np.asarray(arr[np.asarray(indices)], dtype=np.int64))
 
 # %% ../nbs/04_data.ipynb #4446a06c
