@@ -14,9 +14,10 @@ from .tokenizer import tokenizer_sha256
 from .device import KitError
 
 # %% auto #0
-__all__ = ['ROLE_ALIASES', 'PROMPT_TEMPLATES', 'ChatDataError', 'normalize_conversation', 'load_conversations',
-           'has_generation_tags', 'assistant_markers', 'tokenize_conversation', 'tokenize_preformatted', 'dataset_key',
-           'build_chat_dataset', 'embedded_prompts', 'regenerate_conversations']
+__all__ = ['ROLE_ALIASES', 'PROMPT_TEMPLATES', 'WRITING_TOPICS', 'WRITING_TEMPLATES', 'HELDOUT_PROMPTS', 'ChatDataError',
+           'normalize_conversation', 'load_conversations', 'has_generation_tags', 'assistant_markers',
+           'tokenize_conversation', 'tokenize_preformatted', 'dataset_key', 'build_chat_dataset', 'embedded_prompts',
+           'heldout_prompts', 'regenerate_conversations']
 
 # %% ../nbs/11_chat_data.ipynb #b2df14e2
 class ChatDataError(KitError, ValueError):
@@ -185,15 +186,72 @@ PROMPT_TEMPLATES = ("Explain {} in Python in a few sentences.", "Give a short ex
                     "What is a common mistake people make with {} in Python?", "When should I use {} in Python?",
                     "Describe {} to a beginner.")
 
+WRITING_TOPICS = ("the sea", "a rainy morning", "city parks", "learning to cook", "friendship", "a long train journey",
+                  "winter", "a first day at work", "gardening", "a public library", "mountains", "a small bakery",
+                  "bicycles", "the night sky", "a family dinner", "an old map", "coffee", "a thunderstorm",
+                  "moving house", "a museum", "autumn leaves", "a lighthouse", "street markets", "a lost key")
+WRITING_TEMPLATES = ("Write a short paragraph about {}.", "Write a four-line poem about {}.",
+                     "Describe {} in three sentences.", "Write the opening of a short story about {}.")
+
+def _general_prompts(rng: random.Random) -> list[str]:
+    "Writing prompts over everyday topics, arithmetic word problems and small reasoning puzzles."
+    out = [t.format(s) for s in WRITING_TOPICS for t in WRITING_TEMPLATES]
+    names = ("Ana", "Ben", "Chloe", "Dev", "Eli", "Farah", "Gus", "Hana")
+    items = ("apples", "pencils", "books", "tickets", "cookies", "stamps")
+    for _ in range(120):
+        a, b, c = rng.randint(3, 60), rng.randint(2, 12), rng.randint(2, 9)
+        x, y, z = rng.sample(names, 3)
+        it = rng.choice(items)
+        out += [f"{x} has {a} {it} and buys {b} more bags of {c}. How many {it} does {x} have now?",
+                f"What is {a} times {b}, minus {c}? Show your working.",
+                f"{x} is taller than {y}, and {y} is taller than {z}. Who is the shortest, and why?",
+                f"If {b} workers need {a} hours for a job, how long would {b * 2} workers need? Explain."]
+    return out
+
 def embedded_prompts(n: int | None = None, seed: int = 0) -> list[dict]:
-    "Single-turn user prompts from Python's own documentation topics and module names (no download), shuffled."
+    "Single-turn user prompts (no download), shuffled: Python's documentation topics and modules, writing, maths, reasoning."
     import sys, pydoc_data.topics
     topics = [re.sub(r"[-_]", " ", k) for k in sorted(pydoc_data.topics.topics) if k.isidentifier() or "-" in k]
     mods = [f"the {m} module" for m in sorted(getattr(sys, "stdlib_module_names", ())) if not m.startswith("_")]
-    subjects = topics + mods
-    out = [{"id": f"p{i:05d}", "conversations": [{"role": "user", "content": t.format(s)}]}
-           for i, (s, t) in enumerate((s, t) for s in subjects for t in PROMPT_TEMPLATES)]
+    texts = [t.format(s) for s in topics + mods for t in PROMPT_TEMPLATES]
+    texts += _general_prompts(random.Random(1234))
+    out = [{"id": f"p{i:05d}", "conversations": [{"role": "user", "content": t}]} for i, t in enumerate(texts)]
     random.Random(seed).shuffle(out)
+    return out[:n] if n else out
+
+HELDOUT_PROMPTS = {
+    "writing": ["Write a friendly email inviting a neighbour to a garden party on Saturday.",
+                "Compose a haiku about the first snowfall of the year.",
+                "Write a product description for a waterproof hiking backpack.",
+                "Summarise the plot of a story where a robot learns to paint, in one paragraph.",
+                "Write a short thank-you note to a teacher who helped you.",
+                "Give three tips for writing a clear cover letter."],
+    "reasoning": ["A farmer has chickens and cows, 10 heads and 28 legs in all. How many cows are there?",
+                  "Is it possible for a week to contain two Mondays in the same month? Explain.",
+                  "Which weighs more, a kilogram of feathers or a kilogram of iron? Explain your answer.",
+                  "If it takes five machines five minutes to make five widgets, how long do 100 machines need for 100 widgets?",
+                  "Sort these from smallest to largest and explain: a cat, an elephant, a mouse, a horse.",
+                  "A train leaves at 9:40 and arrives at 11:15. How long is the journey?"],
+    "maths": ["Solve the equation 3x + 7 = 22 and check your answer.",
+              "What is 15% of 240?",
+              "Find the area of a circle with radius 4 cm.",
+              "Simplify the fraction 84/126.",
+              "What is the sum of the first 20 positive integers?",
+              "Convert 2.5 hours into minutes and seconds."],
+    "code": ["Write a Python function that checks whether a string is a palindrome.",
+             "How do I reverse a list in JavaScript?",
+             "Write a SQL query that counts the orders per customer in a table called orders.",
+             "Explain what a race condition is, with a short example.",
+             "Write a bash one-liner that counts the lines in every .txt file in a folder.",
+             "What does the following Python code print: print([i * i for i in range(4)])?"],
+}
+
+def heldout_prompts(n: int | None = None) -> list[dict]:
+    "The held-out evaluation prompts (never in `embedded_prompts`), interleaved by kind so any first n cover all four."
+    kinds = list(HELDOUT_PROMPTS)
+    rows = [(k, HELDOUT_PROMPTS[k][i]) for i in range(6) for k in kinds]
+    out = [{"id": f"heldout-{k}-{i // 4}", "kind": k, "conversations": [{"role": "user", "content": t}]}
+           for i, (k, t) in enumerate(rows)]
     return out[:n] if n else out
 
 @torch.inference_mode()

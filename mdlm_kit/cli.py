@@ -11,7 +11,7 @@ from pathlib import Path
 from .checkpoint import CheckpointError, atomic_write_text
 from .config import ConfigError, ExperimentConfig, apply_overrides, load_config, to_toml
 from .data import DataError, PackedData, known_word_fraction, prepare_data
-from .device import KitError, resolve_device
+from .device import KitError, inference_precision, resolve_device
 from .tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
 from .model import DiffusionTransformer
 from .diffusion import text_ar_nll, text_elbo
@@ -212,8 +212,12 @@ def playground_setup(args):
         from mdlm_kit.speculative import load_draft
         from mdlm_kit.targets import TargetModel
         from mdlm_kit.targets import digests_match
+        from mdlm_kit.speculative import tokens_per_cycle
+        from mdlm_kit.device import cast_weights
         draft = load_draft(args.draft, device=dev)
-        target = TargetModel.from_pretrained(args.target, device=dev)
+        dtype = inference_precision(args.precision, dev, tokens_per_cycle(draft)).dtype   # one for target and drafter
+        target = TargetModel.from_pretrained(args.target, device=dev, dtype=dtype)
+        cast_weights(draft, dtype)
         if not digests_match(getattr(draft.config, "target_digest", ""), target.digest()):
             raise UsageError(f"the drafter in {args.draft!r} was trained for another target than {args.target!r}.")
     return Playground(ckpt, roots, target, draft, device=dev)
@@ -285,7 +289,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--draft", help="DFlash or EAGLE-3 drafter directory for the speculative-decoding tab; needs --target")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=7860, help="port (default 7860)")
-    p.add_argument("--device", help="auto, cpu, cuda or mps"); p.set_defaults(fn=cmd_playground)
+    p.add_argument("--device", help="auto, cpu, cuda or mps")
+    p.add_argument("--precision", default="auto", help="weights of --target and --draft: auto (see `mdlm-kit speculate -h`), "
+                   "fp32, bf16 or fp16 (GPU)")
+    p.set_defaults(fn=cmd_playground)
 
     from mdlm_kit.draft_cli import add_draft_commands  # drafter commands live with the drafters
     add_draft_commands(sub)

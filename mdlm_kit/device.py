@@ -13,10 +13,10 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['DEVICE_CHOICES', 'PRECISION_CHOICES', 'KitError', 'DeviceError', 'mps_available', 'resolve_device', 'Precision',
-           'resolve_precision', 'cpu_supports_bf16', 'autocast', 'make_grad_scaler', 'configure_backends',
-           'sdpa_context', 'seed_everything', 'get_rng_state', 'set_rng_state', 'preserved_rng', 'device_summary',
-           'memory_stats', 'synchronize']
+__all__ = ['DEVICE_CHOICES', 'PRECISION_CHOICES', 'BF16_CPU_MAX_TOKENS', 'KitError', 'DeviceError', 'mps_available',
+           'resolve_device', 'Precision', 'resolve_precision', 'cpu_supports_bf16', 'inference_precision',
+           'cast_weights', 'autocast', 'make_grad_scaler', 'configure_backends', 'sdpa_context', 'seed_everything',
+           'get_rng_state', 'set_rng_state', 'preserved_rng', 'device_summary', 'memory_stats', 'synchronize']
 
 # %% ../nbs/00_device.ipynb #fc3df06d
 class KitError(Exception):
@@ -95,6 +95,26 @@ def cpu_supports_bf16() -> bool | None:
     try: flags = Path("/proc/cpuinfo").read_text()
     except OSError: return None
     return any(f in flags for f in ("avx512_bf16", "amx_bf16"))
+
+# %% ../nbs/00_device.ipynb #04da17dd
+BF16_CPU_MAX_TOKENS = 4   # without native bf16, forwards of more tokens per sequence run faster in fp32 (measured)
+
+def inference_precision(precision: str | None, device: torch.device, tokens_per_forward: int = 1) -> Precision:
+    "Weights for decoding: `auto` is bf16 on bf16 GPUs (else fp16) and MPS fp16; on a CPU bf16, unless forwards of many tokens need native bf16."
+    p, dt = (precision or "auto").strip().lower(), device.type
+    if p == "auto":
+        if dt == "cuda": p = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        elif dt == "mps": p = "fp16"
+        else: p = "bf16" if tokens_per_forward <= BF16_CPU_MAX_TOKENS or cpu_supports_bf16() else "fp32"
+    if p in ("bf16", "bfloat16") and dt == "cpu":
+        return Precision("bf16", dt)        # no slow-bf16 warning: a decode step is bound by reading the weights
+    return resolve_precision(p, device)
+
+def cast_weights(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    "Store `module`'s floating-point parameters in `dtype`; buffers (RoPE frequencies, index maps) keep theirs."
+    for p in module.parameters():
+        if p.is_floating_point(): p.data = p.data.to(dtype)
+    return module
 
 # %% ../nbs/00_device.ipynb #b01f0eb7
 def autocast(precision: Precision):

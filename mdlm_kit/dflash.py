@@ -16,7 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from .checkpoint import CheckpointError, load_model_dir, save_model_dir
 from .layers import RMSNorm, SwiGLU, apply_rope
-from .device import KitError
+from .device import KitError, cast_weights
 from .targets import rotary_embedding, target_shape
 
 # %% auto #0
@@ -267,11 +267,12 @@ class DFlashDraftModel(nn.Module):
             if isinstance(m, nn.Linear): nn.init.normal_(m.weight, std=0.02)
 
     def embed(self, ids, tables):
-        "Token embeddings from the target's frozen table; the drafter's own row for a mask id past the vocabulary."
-        if self.mask_embedding is None: return tables.embed(ids)
+        "Token embeddings from the target's frozen table, in the drafter's dtype; the drafter's own row for a mask id past the vocabulary."
+        dtype = self.fc.weight.dtype
+        if self.mask_embedding is None: return tables.embed(ids).to(dtype)
         is_mask = ids == self.config.mask_token_id
-        e = tables.embed(ids.masked_fill(is_mask, 0))
-        return torch.where(is_mask[..., None], self.mask_embedding.to(e.dtype), e)
+        e = tables.embed(ids.masked_fill(is_mask, 0)).to(dtype)
+        return torch.where(is_mask[..., None], self.mask_embedding.to(dtype), e)
 
     def fuse(self, target_hidden):
         "The injected context: the target's K layers (…, K*H) projected to (…, H) and normalised; row by row."
@@ -299,11 +300,11 @@ class DFlashDraftModel(nn.Module):
             raise CheckpointError(f"{str(directory)!r} holds a {cfg.get('model_type')!r} model, not a DFlash drafter.")
         known = {k: v for k, v in cfg.items() if k in DFlashConfig.__dataclass_fields__}
         model = cls(DFlashConfig(**known))
-        missing, unexpected = model.load_state_dict({k: v.to(dtype) for k, v in tensors.items()}, strict=False)
+        missing, unexpected = model.load_state_dict(tensors, strict=False)
         missing = [k for k in missing if not k.startswith("rotary.")]
         if missing or unexpected:
             raise CheckpointError(f"{str(directory)!r} does not match its config.json (missing {missing[:3]}, unexpected {unexpected[:3]}).")
-        return model.to(device)
+        return cast_weights(model, dtype).to(device)
 
 # %% ../nbs/12_dflash.ipynb #214eab3b
 def block_metrics(ce: torch.Tensor, correct: torch.Tensor, valid: torch.Tensor) -> dict:

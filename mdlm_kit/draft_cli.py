@@ -109,10 +109,12 @@ def cmd_train_draft(args):
 def cmd_make_chat_data(args):
     from mdlm_kit.chat_data import embedded_prompts, load_conversations, regenerate_conversations
     from mdlm_kit.targets import TargetModel
-    from mdlm_kit.device import resolve_device
+    from mdlm_kit.device import inference_precision, resolve_device
     prompts = (embedded_prompts(args.num_prompts, seed=args.seed) if args.prompts == "embedded"
                else load_conversations(args.prompts, require_assistant=False)[:args.num_prompts or None])
-    tgt = TargetModel.from_pretrained(args.target, device=resolve_device(args.device or "auto"))
+    dev = resolve_device(args.device or "auto")
+    prec = inference_precision(args.precision, dev, tokens_per_forward=args.batch_size)   # a batch decodes together
+    tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=prec.dtype)
     n = regenerate_conversations(tgt, prompts, args.output, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
                                  temperature=args.temperature, seed=args.seed, progress=not args.no_progress)
     print(f"wrote {n} new conversations to {args.output}")
@@ -121,8 +123,10 @@ def cmd_hidden_states(args):
     from mdlm_kit.chat_data import build_chat_dataset, dataset_key
     from mdlm_kit.features import save_hidden_states
     from mdlm_kit.targets import TargetModel
-    from mdlm_kit.device import resolve_device
-    tgt = TargetModel.from_pretrained(args.target, device=resolve_device(args.device or "auto"))
+    from mdlm_kit.device import inference_precision, resolve_device
+    dev = resolve_device(args.device or "auto")
+    prec = inference_precision(args.precision, dev, tokens_per_forward=args.batch_size * args.max_length)
+    tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=prec.dtype)
     layers = args.layers or build_target_layer_ids(tgt.num_layers, args.num_feature_layers)
     samples = build_chat_dataset(args.data, tgt.tokenizer, args.max_length, args.train_only_last_turn, args.is_preformatted,
                                  min_loss_tokens=2 * args.block_size)
@@ -133,9 +137,10 @@ def cmd_hidden_states(args):
     print(f"{idx['n_samples']} samples, layers {idx['layer_ids']}, in {args.output}")
 
 def cmd_speculate(args):
-    from mdlm_kit.speculative import SamplingParams, load_draft, load_prompts, speculate
+    from mdlm_kit.device import cast_weights
+    from mdlm_kit.speculative import SamplingParams, load_draft, load_prompts, speculate, tokens_per_cycle
     from mdlm_kit.targets import TargetModel
-    from mdlm_kit.device import resolve_device
+    from mdlm_kit.device import inference_precision, resolve_device
     # flags first: loading the target takes a while, and a typo should not cost it
     bad = [f"--{n} must be {rule}, not {v}" for n, v, ok, rule in [
         ("num-draft-tokens", args.num_draft_tokens, args.num_draft_tokens is None or args.num_draft_tokens >= 1, "at least 1"),
@@ -148,8 +153,11 @@ def cmd_speculate(args):
         ("tree-top-k", args.tree_top_k, args.tree_top_k >= 1, "at least 1")] if not ok]
     if bad: raise ConfigError("; ".join(bad) + ".")
     dev = resolve_device(args.device or "auto")
-    tgt = TargetModel.from_pretrained(args.target, device=dev)
     draft = load_draft(args.draft, device=dev)
+    n = tokens_per_cycle(draft, args.num_draft_tokens, args.tree_nodes)
+    dtype = inference_precision(args.precision, dev, n).dtype   # the target and its drafter decode in one precision
+    tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=dtype)
+    cast_weights(draft, dtype)
     res = speculate(tgt, draft, load_prompts(args.prompts, args.num_prompts or None), args.max_new_tokens,
                     SamplingParams(args.temperature, args.top_k, args.top_p), args.num_draft_tokens, args.baseline,
                     args.seed, not args.no_progress, tree_nodes=args.tree_nodes, tree_top_k=args.tree_top_k)
@@ -173,6 +181,8 @@ def add_draft_commands(sub):
     p.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
     p.add_argument("--seed", type=int, default=0, help="prompt shuffle and sampling seed")
     p.add_argument("--device", help="auto, cpu, cuda or mps")
+    p.add_argument("--precision", default="auto", help="weights while decoding: auto (see inference_precision: fp32 for batches "
+                   "of 16 on a CPU without native bf16), fp32, bf16 or fp16 (GPU)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar"); p.set_defaults(fn=cmd_make_chat_data)
 
     p = sub.add_parser("hidden-states", help="precompute target features for offline drafter training",
@@ -190,6 +200,8 @@ def add_draft_commands(sub):
     p.add_argument("--batch-size", type=int, default=4, help="samples per target forward")
     p.add_argument("--shard-size", type=int, default=64, help="samples per safetensors shard (a resumed run keeps whole shards)")
     p.add_argument("--device", help="auto, cpu, cuda or mps")
+    p.add_argument("--precision", default="auto", help="the target's weights: auto (fp32 on a CPU without native bf16: "
+                   "whole prompts are compute-bound; bf16/fp16 on GPUs), fp32, bf16 or fp16")
     p.add_argument("--no-progress", action="store_true", help="no progress bar"); p.set_defaults(fn=cmd_hidden_states)
 
     p = sub.add_parser("speculate", help="lossless speculative decoding with a trained drafter: tau, speedup",
@@ -197,7 +209,8 @@ def add_draft_commands(sub):
                                    "with tau, per-position acceptance, timings, speedup and losslessness.")
     p.add_argument("--target", default="smollm2", help="target model (default: smollm2)")
     p.add_argument("--draft", required=True, help="a saved drafter directory (a run's draft/)")
-    p.add_argument("--prompts", default="embedded", help="'embedded', a JSONL of {'turns'} or conversations, or a text file of lines")
+    p.add_argument("--prompts", default="heldout", help="'heldout' (24 prompts: writing, reasoning, maths, code; never trained "
+                   "on), 'embedded', a JSONL of {'turns'} or conversations, or a text file of lines")
     p.add_argument("--num-prompts", type=int, default=0, help="use at most this many prompts (0: all; embedded: 20)")
     p.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate per prompt")
     p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (lossless is then checked token for token)")
@@ -210,6 +223,8 @@ def add_draft_commands(sub):
     p.add_argument("--output", help="write the JSON here too")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--device", help="auto, cpu, cuda or mps")
+    p.add_argument("--precision", default="auto", help="weights of target and drafter: auto (bf16 on GPUs; on a CPU bf16 when "
+                   "a cycle verifies at most 4 tokens or the CPU has native bf16, else fp32), fp32, bf16 or fp16 (GPU)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar"); p.set_defaults(fn=cmd_speculate)
 
     for algo, desc in (("dflash", "Train a DFlash block-diffusion drafter"), ("eagle3", "Train an EAGLE-3 drafter with training-time test")):

@@ -14,13 +14,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 from .checkpoint import CheckpointError, load_model_dir, save_model_dir
 from .layers import RMSNorm, apply_rope
-from .device import KitError
+from .device import KitError, cast_weights
 from .targets import rotary_embedding, target_shape
 
 # %% auto #0
 __all__ = ['MODEL_TYPE', 'ARCHITECTURE', 'Eagle3Error', 'default_aux_layer_ids', 'build_vocab_mapping', 'ttt_attention_mask',
            'ttt_step_weights', 'Eagle3Config', 'Eagle3Attention', 'Eagle3Layer', 'Eagle3DraftModel', 'shift_left',
-           'eagle3_forward', 'draft_embed', 'chain_step_reference']
+           'eagle3_forward', 'draft_embed', 'chain_step_reference', 'Eagle3ContextCache']
 
 # %% ../nbs/13_eagle3.ipynb #bd7f9a97
 class Eagle3Error(KitError, ValueError):
@@ -125,6 +125,26 @@ class Eagle3Layer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = _LlamaMLP(cfg.hidden_size, cfg.intermediate_size)
 
+    def qkv(self, emb, hidden, cos, sin):
+        "q, k, v (B, h, S, d) of the attention input [input_layernorm(emb); hidden_norm(hidden)]."
+        x = torch.cat([self.input_layernorm(emb.to(hidden.dtype)), self.hidden_norm(hidden)], -1)
+        return self.self_attn.qkv(x, cos, sin)
+
+    def out(self, hidden, attn):
+        "Residual update of the hidden stream (B, S, H): + attention output (B, h, S, d) projected, + MLP."
+        B, h, S, d = attn.shape
+        x = hidden + self.self_attn.o_proj(attn.transpose(1, 2).reshape(B, S, h * d))
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+    def forward(self, emb, hidden, cos, sin, past=None):
+        "S new positions after `past` = (k, v) (B, h, P, d) or None: the new hidden (B, S, H) and the keys/values (B, h, P+S, d)."
+        q, k, v = self.qkv(emb, hidden, cos, sin)
+        if past is not None: k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
+        S, P = q.shape[2], k.shape[2] - q.shape[2]
+        mask = None   # new query i sees every past key and the new keys up to itself
+        if S > 1: mask = torch.ones(S, P + S, dtype=torch.bool, device=q.device).tril(P)
+        return self.out(hidden, F.scaled_dot_product_attention(q, k, v, attn_mask=mask)), (k, v)
+
 class _LlamaMLP(nn.Module):
     def __init__(self, d, f):
         super().__init__()
@@ -156,15 +176,10 @@ class Eagle3DraftModel(nn.Module):
         "Target ids of the draft vocabulary, ascending."
         return torch.arange(self.config.draft_vocab_size, device=self.d2t.device) + self.d2t
 
-    def layer_qkv(self, emb, hidden, cos, sin):
-        x = torch.cat([self.midlayer.input_layernorm(emb), self.midlayer.hidden_norm(hidden)], -1)
-        return self.midlayer.self_attn.qkv(x, cos, sin)
-
-    def layer_out(self, hidden, attn):
-        "Residual update of the hidden stream: + attention output, + MLP."
-        B, h, S, d = attn.shape
-        x = hidden + self.midlayer.self_attn.o_proj(attn.transpose(1, 2).reshape(B, S, h * d))
-        return x + self.midlayer.mlp(self.midlayer.post_attention_layernorm(x))
+    # training unrolls the layer's two halves around its own TTT attention; decoding calls `midlayer` itself
+    def layer_qkv(self, emb, hidden, cos, sin): return self.midlayer.qkv(emb, hidden, cos, sin)
+    def layer_out(self, hidden, attn): return self.midlayer.out(hidden, attn)
+    def features(self, aux): return self.fc(aux.to(self.fc.weight.dtype))
 
     def logits(self, a): return self.lm_head(self.norm(a))
 
@@ -185,11 +200,11 @@ class Eagle3DraftModel(nn.Module):
             raise CheckpointError(f"{str(directory)!r} is not an EAGLE-3 draft ({cfg.get('architectures')}).")
         known = {k: v for k, v in cfg.items() if k in Eagle3Config.__dataclass_fields__}
         model = cls(Eagle3Config(**known))
-        missing, unexpected = model.load_state_dict({k: (v.to(dtype) if v.is_floating_point() else v) for k, v in tensors.items()}, strict=False)
+        missing, unexpected = model.load_state_dict(tensors, strict=False)
         missing = [k for k in missing if not k.startswith("rotary.")]
         if missing or unexpected:
             raise CheckpointError(f"{str(directory)!r} does not match its config.json (missing {missing[:3]}, unexpected {unexpected[:3]}).")
-        return model.to(device)
+        return cast_weights(model, dtype).to(device)
 
 # %% ../nbs/13_eagle3.ipynb #ce9ff226
 def shift_left(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -261,3 +276,22 @@ def chain_step_reference(draft, tables, input_ids, aux_hidden, t: int, steps: in
         a = F.scaled_dot_product_attention(q, torch.cat(k_cache, 2), torch.cat(v_cache, 2))
         h = draft.layer_out(h, a); outs.append(h[0, 0])
     return outs
+
+# %% ../nbs/13_eagle3.ipynb #c5ac4a4e
+class Eagle3ContextCache:
+    "Step 0 over the committed positions: keys/values (1, h, n, d) and the layer output at the last position (1, 1, H)."
+    def __init__(self, draft: Eagle3DraftModel, tables):
+        self.draft, self.tables, self.kv, self.last, self.length = draft, tables, None, None, 0
+
+    @torch.no_grad()
+    def extend(self, next_tokens: torch.Tensor, aux: torch.Tensor):
+        "Commit n positions: their target features aux (1, n, 3H) and the token after each (1, n)."
+        d = self.draft
+        h = d.features(aux)
+        n = h.shape[1]
+        pos = torch.arange(self.length, self.length + n, device=h.device)[None]
+        cos, sin = d.rotary(h, pos)
+        emb = self.tables.embed(next_tokens.to(h.device))
+        out, self.kv = d.midlayer(emb, h, cos, sin, self.kv)
+        self.last, self.length = out[:, -1:], self.length + n
+        return self

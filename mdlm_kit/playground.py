@@ -15,9 +15,8 @@ import torch
 import matplotlib.pyplot as plt
 from .device import KitError
 from .sampling import SAMPLERS, decode, diffusion_steps, load_inference, objective_of
-from .speculative import (DecodeResult, SamplingParams, dflash_decode, eagle3_decode, eagle3_tree_decode,
+from .speculative import (DecodeResult, SamplingParams, speculative_decode,
                                   plain_decode, summarize_runs, default_draft_tokens)
-from .dflash import DFlashDraftModel
 
 # %% auto #0
 __all__ = ['DIFFUSION_COLORS', 'SPEC_COLORS', 'NO_CHECKPOINT', 'PlaygroundError', 'Limits', 'check_range', 'check_prompt',
@@ -177,9 +176,8 @@ def speculative_frames(target, draft, prompt: str, max_new_tokens: int = 64, num
                time.perf_counter() - t0))
     def work():
         try:
-            if isinstance(draft, DFlashDraftModel): r = dflash_decode(target, draft, tables, ids, max_new, sp, seed, eos, k, on_cycle=on_cycle)
-            elif tree_nodes: r = eagle3_tree_decode(target, draft, tables, ids, max_new, k, 4, tree_nodes, sp, seed, eos, on_cycle=on_cycle)
-            else: r = eagle3_decode(target, draft, tables, ids, max_new, k, sp, seed, eos, on_cycle=on_cycle)
+            # the same decoder `mdlm-kit speculate` and the benchmarks run (a tree's depth is the draft tokens)
+            r = speculative_decode(target, draft, tables, ids, max_new, sp, seed, eos, k, tree_nodes, on_cycle=on_cycle)
             q.put(("done", r, r.total_time))
         except _Cancelled: pass
         except Exception as e: q.put(("error", e, 0.0))

@@ -12,14 +12,15 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from .dflash import DFlashContextCache, DFlashDraftModel, draft_block
-from .eagle3 import Eagle3DraftModel
+from .eagle3 import Eagle3ContextCache, Eagle3DraftModel
 from .targets import digests_match
 from .device import KitError
 
 # %% auto #0
-__all__ = ['SpeculativeError', 'SamplingParams', 'target_probs', 'verify', 'CachedTarget', 'DecodeResult', 'plain_decode',
-           'default_draft_tokens', 'dflash_decode', 'eagle3_propose', 'eagle3_decode', 'eagle3_tree_propose',
-           'eagle3_tree_decode', 'summarize_runs', 'load_prompts', 'load_draft', 'speculate']
+__all__ = ['SpeculativeError', 'SamplingParams', 'target_probs', 'verify', 'draw', 'CachedTarget', 'DecodeResult', 'plain_decode',
+           'default_draft_tokens', 'tokens_per_cycle', 'dflash_decode', 'eagle3_propose', 'eagle3_decode',
+           'eagle3_tree_propose', 'eagle3_tree_decode', 'summarize_runs', 'load_prompts', 'load_draft',
+           'speculative_decode', 'chat_ids', 'speculate']
 
 # %% ../nbs/17_speculative.ipynb #7a2bba9b
 class SpeculativeError(KitError, ValueError):
@@ -62,10 +63,15 @@ def verify(drafts: torch.Tensor, target_logits: torch.Tensor, sp: SamplingParams
         qi = float(q[i, d]) if q is not None else 1.0
         u = torch.rand((), generator=generator).item()
         if u < min(1.0, float(p[i, d]) / max(qi, 1e-20)): continue
-        resid = (p[i] - (q[i] if q is not None else F.one_hot(torch.tensor(d), p.shape[-1]).float())).clamp_min(0)
+        if q is not None: resid = (p[i] - q[i]).clamp_min(0)
+        else: resid = p[i].clone().index_fill_(0, torch.tensor([d], device=p.device), 0.0)   # p - one_hot(d), clamped
         if resid.sum() <= 0: resid = p[i]
-        return i, int(torch.multinomial(resid / resid.sum(), 1, generator=generator))
-    return k, int(torch.multinomial(p[k], 1, generator=generator))
+        return i, draw(resid / resid.sum(), generator)
+    return k, draw(p[k], generator)
+
+def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
+    "One token from probabilities (V,), drawn on the CPU: one CPU generator serves every device, and a seed gives the same draw on each."
+    return int(torch.multinomial(probs.detach().float().cpu(), 1, generator=generator))
 
 # %% ../nbs/17_speculative.ipynb #0662d501
 class CachedTarget:
@@ -102,7 +108,7 @@ def _prefill(target, layer_ids, prompt_ids, sp, g):
     return tgt, feats[None].float(), DecodeResult(tokens=[b]), b
 
 def _select(logits, sp, g):
-    return int(logits.argmax()) if sp.greedy else int(torch.multinomial(target_probs(logits, sp), 1, generator=g))
+    return int(logits.argmax()) if sp.greedy else draw(target_probs(logits, sp), g)
 
 @dataclass
 class DecodeResult:
@@ -145,6 +151,10 @@ def default_draft_tokens(draft) -> int:
     "Drafts verified per cycle when none is asked for: a DFlash drafter's whole block (block_size-1), an EAGLE-3 chain of 5."
     return draft.config.block_size - 1 if isinstance(draft, DFlashDraftModel) else 5
 
+def tokens_per_cycle(draft, num_draft_tokens: int | None = None, tree_nodes: int = 0) -> int:
+    "Tokens the target verifies in one forward: the anchor and the drafts (or the tree's nodes); `inference_precision` weighs it."
+    return 1 + (tree_nodes or (default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens))
+
 @torch.no_grad()
 def dflash_decode(target, draft: DFlashDraftModel, tables, prompt_ids, max_new_tokens: int,
                   sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None, num_draft_tokens: int | None = None,
@@ -176,100 +186,98 @@ def dflash_decode(target, draft: DFlashDraftModel, tables, prompt_ids, max_new_t
 
 # %% ../nbs/17_speculative.ipynb #08273cef
 @torch.no_grad()
-def eagle3_propose(draft: Eagle3DraftModel, tables, tokens: torch.Tensor, aux: torch.Tensor, k: int,
-                   sp: SamplingParams, g=None):
-    "k draft target ids and their proposal distributions over the target vocabulary (None when greedy)."
-    n = aux.shape[1]
-    V = draft.config.vocab_size; ids_d = draft.draft_ids()
-    h0 = draft.fc(aux.float())
-    cos, sin = draft.rotary(h0, torch.arange(n)[None])
-    q0, k0, v0 = draft.layer_qkv(tables.embed(tokens[:, 1:n + 1]), h0, cos, sin)
-    a = draft.layer_out(h0, F.scaled_dot_product_attention(q0, k0, v0, is_causal=True))[:, -1:]
-    keys, vals = [k0], [v0]
+def eagle3_propose(draft: Eagle3DraftModel, cache: Eagle3ContextCache, k: int, sp: SamplingParams, g=None):
+    "k draft target ids (k,) after the cached sequence, and their proposals over the target vocabulary (k, V) (None when greedy)."
+    ids_d, V = draft.draft_ids(), draft.config.vocab_size
+    a, past, n = cache.last, cache.kv, cache.length          # a: the layer output at the last committed position
     out, qs = [], []
     for j in range(k):
         lg = draft.logits(a)[0, 0].float()
-        if sp.greedy: d = int(ids_d[lg.argmax()])
+        if sp.greedy: i = int(lg.argmax())
         else:
             pd = target_probs(lg, sp)
-            q = torch.zeros(V); q[ids_d] = pd; qs.append(q)
-            d = int(ids_d[torch.multinomial(pd, 1, generator=g)])
-        out.append(d)
+            qs.append(torch.zeros(V, device=pd.device).index_copy_(0, ids_d, pd))
+            i = draw(pd, g)
+        out.append(int(ids_d[i]))
         if j == k - 1: break
-        c, s = draft.rotary(a, torch.tensor([[n - 1 + j + 1]]))
-        qj, kj, vj = draft.layer_qkv(tables.embed(torch.tensor([[d]])), a, c, s)
-        keys.append(kj); vals.append(vj)
-        a = draft.layer_out(a, F.scaled_dot_product_attention(qj, torch.cat(keys, 2), torch.cat(vals, 2)))
+        c, s = draft.rotary(a, torch.tensor([[n + j]], device=a.device))
+        emb = cache.tables.embed(torch.tensor([[out[-1]]], device=a.device))
+        a, past = draft.midlayer(emb, a, c, s, past)         # step j+1 sees the cache and the chain so far
     return torch.tensor(out), (torch.stack(qs) if qs else None)
+
+def _eagle3_prefill(target, draft, tables, prompt_ids, sp, g):
+    "Prefill the target and the drafter's cache: pairs (features of position t, token t+1), the first token last."
+    tgt, aux, res, b = _prefill(target, draft.config.eagle_aux_hidden_state_layer_ids, prompt_ids, sp, g)
+    nxt = torch.tensor([list(prompt_ids)[1:] + [b]])
+    return tgt, Eagle3ContextCache(draft, tables).extend(nxt, aux), res, b
 
 @torch.no_grad()
 def eagle3_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_new_tokens: int, num_draft_tokens: int = 5,
                   sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None, on_cycle=None) -> DecodeResult:
     "Speculative decoding with an EAGLE-3 drafter (chain of `num_draft_tokens`, lossless verification); `on_cycle(result)` after every cycle."
-    g = torch.Generator().manual_seed(seed); t0 = time.perf_counter()
+    g = torch.Generator().manual_seed(seed)
+    t0 = time.perf_counter()
     draft.eval()
-    tgt, aux, res, b = _prefill(target, draft.config.eagle_aux_hidden_state_layer_ids, prompt_ids, sp, g)
-    seq = torch.tensor([torch.as_tensor(prompt_ids).tolist() + [b]])
+    tgt, cache, res, b = _eagle3_prefill(target, draft, tables, prompt_ids, sp, g)
     while len(res.tokens) < max_new_tokens and b != eos_token_id:
         start = tgt.length
         k = min(num_draft_tokens, max_new_tokens - len(res.tokens))
         t1 = time.perf_counter()
-        drafts, q = eagle3_propose(draft, tables, seq, aux, k, sp, g)
+        drafts, q = eagle3_propose(draft, cache, k, sp, g)
         t2 = time.perf_counter()
         logits, hid = tgt.extend(torch.cat([torch.tensor([b]), drafts])[None])
         a, nxt = verify(drafts, logits, sp, q=q, generator=g)
-        res.draft_time += t2 - t1; res.verify_time += time.perf_counter() - t2
+        res.draft_time += t2 - t1
+        res.verify_time += time.perf_counter() - t2
         new = drafts[:a].tolist() + [nxt]
         res.record(new, a, k, on_cycle)
-        aux = torch.cat([aux, hid[None, :a + 1].float()], 1)
-        seq = torch.cat([seq, torch.tensor([new])], 1)
+        t3 = time.perf_counter()
+        cache.extend(torch.tensor([new]), hid[None, :a + 1])  # b and the accepted drafts, each with the token after it
+        res.draft_time += time.perf_counter() - t3
         tgt.crop(start + a + 1)
         b = nxt
         if eos_token_id is not None and eos_token_id in new: break
-    res.tokens = _finish(res.tokens, max_new_tokens, eos_token_id); res.total_time = time.perf_counter() - t0
+    res.tokens = _finish(res.tokens, max_new_tokens, eos_token_id)
+    res.total_time = time.perf_counter() - t0
     return res
 
 # %% ../nbs/17_speculative.ipynb #c28fd507
 @dataclass
 class _Node:
     token: int
-    parent: int          # index in the node list, -1 for children of the root
+    parent: int           # index in the node list, -1 for children of the root
     depth: int
-    score: float
+    score: float          # cumulative log-probability of the path
     hidden: torch.Tensor  # the draft hidden state that proposed this node (its step input)
-    path_k: list
-    path_v: list
+    past: tuple           # keys/values the node's own step attends to: the cache, then its ancestors'
 
 @torch.no_grad()
-def eagle3_tree_propose(draft: Eagle3DraftModel, tables, tokens, aux, depth: int = 4, top_k: int = 4, tree_nodes: int = 16):
-    "A draft tree: list of (target token, parent index, depth), parents before children."
-    n = aux.shape[1]; ids_d = draft.draft_ids()
-    h0 = draft.fc(aux.float())
-    cos, sin = draft.rotary(h0, torch.arange(n)[None])
-    q0, k0, v0 = draft.layer_qkv(tables.embed(tokens[:, 1:n + 1]), h0, cos, sin)
-    a0 = draft.layer_out(h0, F.scaled_dot_product_attention(q0, k0, v0, is_causal=True))[:, -1:]
-    lq = F.log_softmax(draft.logits(a0)[0, 0].float(), -1)
-    top = lq.topk(min(top_k, len(lq)))
-    nodes = [_Node(int(ids_d[i]), -1, 1, float(v), a0, [], []) for v, i in zip(top.values, top.indices)]
+def eagle3_tree_propose(draft: Eagle3DraftModel, cache: Eagle3ContextCache, depth: int = 4, top_k: int = 4,
+                        tree_nodes: int = 16):
+    "A draft tree after the cached sequence: list of (target token, parent index, depth), parents before children."
+    n, ids_d = cache.length, draft.draft_ids()
+    def expand(hidden, parent, d, score, past):
+        lq = F.log_softmax(draft.logits(hidden)[0, 0].float(), -1)
+        top = lq.topk(min(top_k, len(lq)))
+        return [_Node(int(ids_d[i]), parent, d, score + float(v), hidden, past) for v, i in zip(top.values, top.indices)]
+    nodes = expand(cache.last, -1, 1, 0.0, cache.kv)
     frontier = list(range(len(nodes)))
     for d in range(2, depth + 1):
         cand = []
         for idx in frontier:
             nd = nodes[idx]
-            c, s_ = draft.rotary(nd.hidden, torch.tensor([[n - 1 + nd.depth]]))
-            q, k, v = draft.layer_qkv(tables.embed(torch.tensor([[nd.token]])), nd.hidden, c, s_)
-            a = draft.layer_out(nd.hidden, F.scaled_dot_product_attention(q, torch.cat([k0] + nd.path_k + [k], 2),
-                                                                           torch.cat([v0] + nd.path_v + [v], 2)))
-            lq = F.log_softmax(draft.logits(a)[0, 0].float(), -1)
-            top = lq.topk(min(top_k, len(lq)))
-            cand += [_Node(int(ids_d[i]), idx, d, nd.score + float(val), a, nd.path_k + [k], nd.path_v + [v])
-                     for val, i in zip(top.values, top.indices)]
+            c, s_ = draft.rotary(nd.hidden, torch.tensor([[n - 1 + nd.depth]], device=nd.hidden.device))
+            emb = cache.tables.embed(torch.tensor([[nd.token]], device=nd.hidden.device))
+            a, past = draft.midlayer(emb, nd.hidden, c, s_, nd.past)
+            cand += expand(a, idx, d, nd.score, past)
         cand.sort(key=lambda x: -x.score)
         frontier = list(range(len(nodes), len(nodes) + min(top_k, len(cand))))
         nodes += cand[:top_k]
     keep = set(sorted(range(len(nodes)), key=lambda i: -nodes[i].score)[:tree_nodes])
     for i in list(keep):                       # ancestor-closed
-        while nodes[i].parent >= 0 and nodes[i].parent not in keep: keep.add(nodes[i].parent); i = nodes[i].parent
+        while nodes[i].parent >= 0 and nodes[i].parent not in keep:
+            keep.add(nodes[i].parent)
+            i = nodes[i].parent
     order = sorted(keep, key=lambda i: (nodes[i].depth, i))
     new_index = {old: j for j, old in enumerate(order)}
     return [(nodes[i].token, new_index.get(nodes[i].parent, -1), nodes[i].depth) for i in order]
@@ -290,14 +298,14 @@ def eagle3_tree_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_
                        tree_nodes: int = 16, sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None,
                        on_cycle=None) -> DecodeResult:
     "Speculative decoding with an EAGLE-3 drafter and a dynamic draft tree verified in one target forward; `on_cycle(result)` after every cycle."
-    g = torch.Generator().manual_seed(seed); t0 = time.perf_counter()
+    g = torch.Generator().manual_seed(seed)
+    t0 = time.perf_counter()
     draft.eval()
-    tgt, aux, res, b = _prefill(target, draft.config.eagle_aux_hidden_state_layer_ids, prompt_ids, sp, g)
-    seq = torch.tensor([torch.as_tensor(prompt_ids).tolist() + [b]])
+    tgt, cache, res, b = _eagle3_prefill(target, draft, tables, prompt_ids, sp, g)
     while len(res.tokens) < max_new_tokens and b != eos_token_id:
         start = tgt.length
         t1 = time.perf_counter()
-        tree = eagle3_tree_propose(draft, tables, seq, aux, depth, top_k, tree_nodes)
+        tree = eagle3_tree_propose(draft, cache, depth, top_k, tree_nodes)
         t2 = time.perf_counter()
         ids = torch.tensor([[b] + [t for t, _, _ in tree]])
         pos = torch.tensor([[start] + [start + d for _, _, d in tree]])
@@ -315,17 +323,18 @@ def eagle3_tree_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_
                     c = tree[i][0]
                     if torch.rand((), generator=g).item() < float(p[c]): hit = i; break
                     p[c] = 0.0; p = p / p.sum() if p.sum() > 0 else target_probs(lg[row], sp)
-                if hit is None: nxt = int(torch.multinomial(p, 1, generator=g)); break
+                if hit is None: nxt = draw(p, g); break
             path.append(hit); cur = hit
         res.draft_time += t2 - t1; res.verify_time += time.perf_counter() - t2
         new = [tree[i][0] for i in path] + [nxt]
         res.record(new, len(path), max(d for _, _, d in tree), on_cycle)
         rows = [0] + [1 + i for i in path]
-        keep = torch.tensor(list(range(start)) + [start + r for r in rows])
+        keep = torch.tensor(list(range(start)) + [start + r for r in rows], device=hid.device)
         for layer in tgt.cache.layers:              # keep the prefix, the root and the accepted path
             layer.keys, layer.values = layer.keys[:, :, keep], layer.values[:, :, keep]
-        aux = torch.cat([aux, hid[None, rows].float()], 1)
-        seq = torch.cat([seq, torch.tensor([new])], 1)
+        t3 = time.perf_counter()
+        cache.extend(torch.tensor([new]), hid[None, rows])   # the root and the accepted path
+        res.draft_time += time.perf_counter() - t3
         b = nxt
         if eos_token_id is not None and eos_token_id in new: break
     res.tokens = _finish(res.tokens, max_new_tokens, eos_token_id); res.total_time = time.perf_counter() - t0
@@ -361,13 +370,14 @@ def summarize_runs(results: list[DecodeResult], baseline: list[DecodeResult] | N
 
 # %% ../nbs/17_speculative.ipynb #a0ce6409
 def load_prompts(path: str, n: int | None = None, seed: int = 1) -> list[list[dict]]:
-    "Chat messages ending with a user turn: 'embedded' (prompts the drafters were not trained on), JSONL ({'turns'} or conversations), or plain lines."
-    from mdlm_kit.chat_data import embedded_prompts, normalize_conversation
+    "Chat messages ending with a user turn: 'heldout' (24 prompts of four kinds, never trained on), 'embedded' (the tail of the training prompt set), JSONL ({'turns'} or conversations), or plain lines."
+    from mdlm_kit.chat_data import embedded_prompts, heldout_prompts, normalize_conversation
+    if path == "heldout": return [p["conversations"] for p in heldout_prompts(n)]
     if path == "embedded":   # the tail of the shuffled embedded set, away from the first prompts used for training data
         ps = embedded_prompts(seed=0)[-(n or 20):]
         return [p["conversations"] for p in ps]
     if not Path(path).is_file():
-        raise SpeculativeError(f"prompt file {str(path)!r} does not exist; pass a JSONL or text file, or 'embedded'.")
+        raise SpeculativeError(f"prompt file {str(path)!r} does not exist; pass a JSONL or text file, 'heldout' or 'embedded'.")
     try: lines = [l for l in Path(path).read_text(encoding="utf-8").splitlines() if l.strip()]
     except UnicodeDecodeError as e: raise SpeculativeError(f"prompt file {str(path)!r} is not UTF-8 text ({e}).") from None
     out = []
@@ -384,12 +394,29 @@ def load_prompts(path: str, n: int | None = None, seed: int = 1) -> list[list[di
         out.append(msgs)
     return out[:n] if n else out
 
-def load_draft(path, device="cpu"):
-    "A saved DFlash or EAGLE-3 drafter, by its config.json."
+def load_draft(path, device="cpu", dtype=torch.float32):
+    "A saved DFlash or EAGLE-3 drafter, by its config.json, with its weights in `dtype` (that of the target it drafts for)."
     cfg = json.loads((Path(path) / "config.json").read_text()) if (Path(path) / "config.json").is_file() else {}
-    if "LlamaForCausalLMEagle3" in cfg.get("architectures", []): return Eagle3DraftModel.from_pretrained(path, device=device)
-    if cfg.get("model_type") == "mdlm_kit_dflash": return DFlashDraftModel.from_pretrained(path, device=device)
+    if "LlamaForCausalLMEagle3" in cfg.get("architectures", []): return Eagle3DraftModel.from_pretrained(path, device, dtype)
+    if cfg.get("model_type") == "mdlm_kit_dflash": return DFlashDraftModel.from_pretrained(path, device, dtype)
     raise SpeculativeError(f"{str(path)!r} is not a saved DFlash or EAGLE-3 drafter (no matching config.json); pass the run's draft/ directory.")
+
+def speculative_decode(target, draft, tables, prompt_ids, max_new_tokens: int, sp: SamplingParams = SamplingParams(),
+                       seed: int = 0, eos_token_id=None, num_draft_tokens: int | None = None, tree_nodes: int = 0,
+                       tree_top_k: int = 4, on_cycle=None) -> DecodeResult:
+    "The one choice of decoder: DFlash, or EAGLE-3 as a chain, or as a tree of `tree_nodes` (depth = `num_draft_tokens`)."
+    k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
+    common = dict(sp=sp, seed=seed, eos_token_id=eos_token_id, on_cycle=on_cycle)
+    if isinstance(draft, DFlashDraftModel):
+        return dflash_decode(target, draft, tables, prompt_ids, max_new_tokens, num_draft_tokens=k, **common)
+    if tree_nodes:
+        return eagle3_tree_decode(target, draft, tables, prompt_ids, max_new_tokens, depth=k, top_k=tree_top_k,
+                                  tree_nodes=tree_nodes, **common)
+    return eagle3_decode(target, draft, tables, prompt_ids, max_new_tokens, num_draft_tokens=k, **common)
+
+def chat_ids(tokenizer, messages) -> list[int]:
+    "Token ids of chat messages under the tokenizer's template, ready for the assistant's answer."
+    return tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"]
 
 def speculate(target, draft, prompts, max_new_tokens: int = 64, sp: SamplingParams = SamplingParams(), num_draft_tokens: int | None = None,
               baseline: bool = True, seed: int = 0, progress: bool = True, tree_nodes: int = 0, tree_top_k: int = 4) -> dict:
@@ -400,16 +427,11 @@ def speculate(target, draft, prompts, max_new_tokens: int = 64, sp: SamplingPara
         raise SpeculativeError("this drafter was trained for another target (other architecture or weights); pass the "
                                "target it was trained with, or train a drafter for this one.")
     eos = tok.eos_token_id
-    k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
     runs, base = [], []
     for i, msgs in enumerate(tqdm(prompts, disable=not progress, desc="speculate")):
-        ids = tok.apply_chat_template(msgs, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"]
-        if isinstance(draft, DFlashDraftModel):
-            r = dflash_decode(target, draft, tables, ids, max_new_tokens, sp, seed + i, eos, k)
-        elif tree_nodes:
-            r = eagle3_tree_decode(target, draft, tables, ids, max_new_tokens, k, tree_top_k, tree_nodes, sp, seed + i, eos)
-        else:
-            r = eagle3_decode(target, draft, tables, ids, max_new_tokens, k, sp, seed + i, eos)
+        ids = chat_ids(tok, msgs)
+        r = speculative_decode(target, draft, tables, ids, max_new_tokens, sp, seed + i, eos, num_draft_tokens,
+                               tree_nodes, tree_top_k)
         runs.append(r)
         if baseline or sp.greedy: base.append(plain_decode(target, ids, max_new_tokens, sp, seed + i, eos))
     out = summarize_runs(runs, base or None, base if sp.greedy else None)

@@ -176,3 +176,45 @@ def test_dflash_context_cache_drafts_what_the_full_recompute_drafts(setup, draft
         for k in (0, 1, 2, BS - 1, BS + 3):   # fewer verified slots: the LM head runs on those only, the drafts are the same
             assert torch.equal(draft_block(df, tables, hid, int(ids[0, start]), start, n_draft=k), full[:k]), k
     with pytest.raises(Exception, match="cache holds"): draft_block(df, tables, None, 5, start + 1, cache=cache)
+
+
+def test_eagle3_cache_drafts_what_the_full_recompute_drafts(setup, drafters):
+    "The drafter's KV cache, grown cycle by cycle, drafts (chain and tree) exactly what a cache built at once over the prefix drafts."
+    from mdlm_kit.eagle3 import Eagle3ContextCache
+    from mdlm_kit.speculative import eagle3_propose, eagle3_tree_propose
+    tgt, tables, prompt, answer = setup
+    _, e3 = drafters
+    ids = torch.tensor([prompt + answer])
+    aux = tgt(ids, layer_ids=e3.config.eagle_aux_hidden_state_layer_ids).hidden_states
+    grown = Eagle3ContextCache(e3, tables)
+    n = hits = 0
+    for end in (len(prompt), len(prompt) + 1, len(prompt) + 5, len(prompt) + 6, len(prompt) + 13):
+        grown.extend(ids[:, n + 1:end + 1], aux[:, n:end])      # pairs (features of t, token t+1)
+        n = end
+        whole = Eagle3ContextCache(e3, tables).extend(ids[:, 1:end + 1], aux[:, :end])
+        chain, _ = eagle3_propose(e3, grown, 4, SamplingParams())
+        assert torch.equal(chain, eagle3_propose(e3, whole, 4, SamplingParams())[0]), end
+        want = answer[end - len(prompt) + 1:end - len(prompt) + 5]
+        hits += sum(a == b for a, b in zip(chain.tolist(), want))     # overfit: it drafts the answer
+        assert eagle3_tree_propose(e3, grown, 3, 2, 6) == eagle3_tree_propose(e3, whole, 3, 2, 6)
+        torch.testing.assert_close(grown.kv[0], whole.kv[0], rtol=1e-5, atol=1e-5)
+    assert hits >= 16, hits        # of 20: the positions line up (a shifted cache drafts the wrong tokens)
+
+
+def test_bf16_target_and_drafters_stay_lossless(setup, drafters):
+    "In the decoding precision (bf16 weights, as `inference_precision` picks on a CPU) every decoder equals plain bf16 greedy decoding."
+    import copy
+    from mdlm_kit.device import cast_weights
+    tgt, _, prompt, _ = setup
+    t16 = cast_weights(copy.deepcopy(tgt), torch.bfloat16)
+    tables16 = t16.embeddings_and_head()
+    assert tables16.embed_weight.dtype == torch.bfloat16
+    df, e3 = (cast_weights(copy.deepcopy(d), torch.bfloat16) for d in drafters)
+    for p in (prompt, prompt[:5]):
+        ref = plain_decode(t16, p, 40).tokens
+        r1 = dflash_decode(t16, df, tables16, p, 40)
+        r2 = eagle3_decode(t16, e3, tables16, p, 40, num_draft_tokens=4)
+        r3 = eagle3_tree_decode(t16, e3, tables16, p, 40, depth=4, top_k=3, tree_nodes=10)
+        assert r1.tokens == ref and r2.tokens == ref and r3.tokens == ref
+    r = [dflash_decode(t16, df, tables16, prompt, 40), eagle3_decode(t16, e3, tables16, prompt, 40, num_draft_tokens=4)]
+    assert all(sum(x.accepted) >= 10 for x in r), [sum(x.accepted) for x in r]     # drafts were accepted: verification ran
