@@ -119,7 +119,8 @@ def tokenize_conversation(tokenizer, messages: list[dict], max_length: int | Non
         text, spans = _spans_by_prefix(tokenizer, messages)
         ids, mask = _mask_from_spans(tokenizer, text, spans[-1:] if train_only_last_turn else spans)
     if max_length: ids, mask = ids[:max_length], mask[:max_length]
-    return {"input_ids": torch.tensor(ids, dtype=torch.long), "loss_mask": torch.tensor(mask, dtype=torch.long)}
+    return {"input_ids": torch.tensor(ids, dtype=torch.long, device="cpu"),    # samples live on the CPU until batched
+            "loss_mask": torch.tensor(mask, dtype=torch.long, device="cpu")}
 
 def tokenize_preformatted(tokenizer, text: str, max_length: int | None = None, train_only_last_turn: bool = False) -> dict:
     "The same for text that already has the chat template applied: assistant spans are found by the template's markers."
@@ -131,7 +132,8 @@ def tokenize_preformatted(tokenizer, text: str, max_length: int | None = None, t
                             "needs text rendered with this target's chat template.")
     ids, mask = _mask_from_spans(tokenizer, text, spans[-1:] if train_only_last_turn else spans)
     if max_length: ids, mask = ids[:max_length], mask[:max_length]
-    return {"input_ids": torch.tensor(ids, dtype=torch.long), "loss_mask": torch.tensor(mask, dtype=torch.long)}
+    return {"input_ids": torch.tensor(ids, dtype=torch.long, device="cpu"),    # samples live on the CPU until batched
+            "loss_mask": torch.tensor(mask, dtype=torch.long, device="cpu")}
 
 # %% ../nbs/11_chat_data.ipynb #80c455d8
 def _file_sha(path: Path) -> str:

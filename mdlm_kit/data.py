@@ -258,7 +258,7 @@ class DeterministicBatchSampler:
         if epoch not in self._perms:
             if len(self._perms) > 2: self._perms.pop(min(self._perms))
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            self._perms[epoch] = torch.randperm(self.n, generator=g)
+            self._perms[epoch] = torch.randperm(self.n, generator=g, device="cpu")   # indices: the data lives on the CPU
         return self._perms[epoch]
 
     def indices(self, micro_step: int) -> list[int]:

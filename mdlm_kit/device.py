@@ -13,10 +13,11 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['DEVICE_CHOICES', 'PRECISION_CHOICES', 'BF16_CPU_MAX_TOKENS', 'KitError', 'DeviceError', 'mps_available',
+__all__ = ['DEVICE_CHOICES', 'PRECISION_CHOICES', 'BF16_CPU_MAX_TOKENS', 'FACTORIES', 'KitError', 'DeviceError', 'mps_available',
            'resolve_device', 'Precision', 'resolve_precision', 'cpu_supports_bf16', 'inference_precision',
            'cast_weights', 'autocast', 'make_grad_scaler', 'configure_backends', 'sdpa_context', 'seed_everything',
-           'get_rng_state', 'set_rng_state', 'preserved_rng', 'device_summary', 'memory_stats', 'synchronize']
+           'get_rng_state', 'set_rng_state', 'preserved_rng', 'device_summary', 'memory_stats', 'synchronize',
+           'DeviceAudit']
 
 # %% ../nbs/00_device.ipynb #fc3df06d
 class KitError(Exception):
@@ -204,3 +205,26 @@ def synchronize(device: torch.device):
     "Wait for queued kernels, so that timings are honest."
     if device.type == "cuda": torch.cuda.synchronize(device)
     elif device.type == "mps": torch.mps.synchronize()
+
+# %% ../nbs/00_device.ipynb #c3da1487
+from torch.overrides import TorchFunctionMode
+
+FACTORIES = {"tensor", "as_tensor", "arange", "zeros", "ones", "full", "empty", "rand", "randn", "randint", "randperm",
+             "linspace", "eye", "zeros_like_", "tril_indices", "triu_indices"}
+
+class DeviceAudit(TorchFunctionMode):
+    "Records tensor factories called from mdlm_kit code without `device=` (as `file:line function`) in `self.found`."
+    def __init__(self, package: str | None = "mdlm_kit"):
+        super().__init__()
+        self.package = os.sep + package + os.sep if package else None    # None: every caller counts
+        self.found = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", "") in FACTORIES and "device" not in kwargs:
+            import sys
+            f = sys._getframe(1)
+            ours = self.package is None or self.package in f.f_code.co_filename
+            if ours and f.f_code.co_name != "__init__":     # constructors: parameters move with .to(device)
+                self.found.add(f"{Path(f.f_code.co_filename).name}:{f.f_lineno} {func.__name__}")
+        return func(*args, **kwargs)

@@ -47,11 +47,13 @@ def sample_anchors(loss_mask: torch.Tensor, num_anchors: int, seeds) -> tuple[to
         raise DFlashError("no sample in the batch has two consecutive supervised tokens, so no block can be anchored; "
                           "check the loss mask (assistant turns) or drop such samples.")
     width = min(num_anchors, int(counts.max()))
-    anchors = torch.zeros(len(m), width, dtype=torch.long); keep = torch.zeros(len(m), width, dtype=torch.bool)
+    # drawn on the CPU with one seeded generator per row (the same anchors on every device), then moved
+    anchors = torch.zeros(len(m), width, dtype=torch.long, device="cpu")
+    keep = torch.zeros(len(m), width, dtype=torch.bool, device="cpu")
     for b in range(len(m)):
         pos = cand[b].nonzero().flatten()
         g = torch.Generator().manual_seed(int(seeds[b]))
-        pick = pos[torch.randperm(len(pos), generator=g)[:width]].sort().values
+        pick = pos[torch.randperm(len(pos), generator=g, device="cpu")[:width]].sort().values
         anchors[b, :len(pick)], keep[b, :len(pick)] = pick, True
     return anchors.to(loss_mask.device), keep.to(loss_mask.device)
 

@@ -18,10 +18,10 @@ __all__ = ['sample_times', 'corrupt', 'mask_counts', 'elbo_weight', 'elbo_terms'
 # %% ../nbs/06_diffusion.ipynb #4dc57e7d
 def sample_times(n: int, eps: float = 1e-3, antithetic: bool = True, generator: torch.Generator | None = None) -> torch.Tensor:
     "n diffusion times in [eps, 1]; `antithetic` puts exactly one in each of n equal strata (in shuffled order)."
-    u = torch.rand(n, generator=generator, dtype=torch.float64)
+    u = torch.rand(n, generator=generator, dtype=torch.float64, device="cpu")   # the CPU generator's stream on every device
     if antithetic:
-        u = (u + torch.arange(n, dtype=torch.float64)) / n
-        u = u[torch.randperm(n, generator=generator)]
+        u = (u + torch.arange(n, dtype=torch.float64, device="cpu")) / n
+        u = u[torch.randperm(n, generator=generator, device="cpu")]
     return ((1 - eps) * u + eps).float()
 
 def corrupt(x: torch.Tensor, t: torch.Tensor, mask_id: int, generator: torch.Generator | None = None,
@@ -67,7 +67,7 @@ def diffusion_loss(model, x: torch.Tensor, t: torch.Tensor, mask_id: int, n_toke
 # %% ../nbs/06_diffusion.ipynb #7cef0f96
 def eval_times(n_levels: int, eps: float = 1e-3) -> torch.Tensor:
     "Midpoints of n_levels equal strata of [eps, 1]."
-    return (1 - eps) * (torch.arange(n_levels, dtype=torch.float64) + 0.5) / n_levels + eps
+    return (1 - eps) * (torch.arange(n_levels, dtype=torch.float64, device="cpu") + 0.5) / n_levels + eps
 
 @torch.no_grad()
 def elbo_bound(model, batches, mask_id: int, n_levels: int = 8, eps: float = 1e-3, seed: int = 0,

@@ -301,13 +301,15 @@ class DraftTrainer:
         "Right-padded input_ids, loss_mask and target features (computed now when online) for samples `indices`."
         items = [data[i] for i in indices]
         S = max(len(s["input_ids"]) for s in items)
-        ids = torch.full((len(items), S), pad_id, dtype=torch.long); lm = torch.zeros(len(items), S, dtype=torch.long)
-        att = torch.zeros(len(items), S, dtype=torch.long)
+        # assembled on the CPU, where the samples are, then moved in one copy each
+        ids = torch.full((len(items), S), pad_id, dtype=torch.long, device="cpu")
+        lm = torch.zeros(len(items), S, dtype=torch.long, device="cpu")
+        att = torch.zeros(len(items), S, dtype=torch.long, device="cpu")
         for r, s in enumerate(items):
             n = len(s["input_ids"]); ids[r, :n] = s["input_ids"]; lm[r, :n] = s["loss_mask"]; att[r, :n] = 1
         ids, lm, att = ids.to(self.device), lm.to(self.device), att.to(self.device)
         if "hidden_states" in items[0]:
-            hid = torch.zeros(len(items), S, items[0]["hidden_states"].shape[-1], dtype=torch.float32)
+            hid = torch.zeros(len(items), S, items[0]["hidden_states"].shape[-1], dtype=torch.float32, device="cpu")
             for r, s in enumerate(items): hid[r, :len(s["input_ids"])] = s["hidden_states"].float()
             hid = hid.to(self.device)
         else:
@@ -316,7 +318,7 @@ class DraftTrainer:
 
     def _order(self, epoch: int):
         g = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + epoch)
-        return torch.randperm(len(self.train_set), generator=g).tolist()
+        return torch.randperm(len(self.train_set), generator=g, device="cpu").tolist()
 
     def micro_batch(self, m: int):
         "Indices and anchor seeds of micro-batch `m` (counted from the start of training)."

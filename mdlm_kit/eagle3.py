@@ -36,15 +36,16 @@ def build_vocab_mapping(samples, vocab_size: int, draft_vocab_size: int) -> tupl
     "`d2t` (draft_vocab_size,) offsets and `t2d` (vocab_size,) bool from token counts at supervised positions."
     if not 0 < draft_vocab_size <= vocab_size:
         raise Eagle3Error(f"--draft-vocab-size must be in 1..{vocab_size} (the target vocabulary), not {draft_vocab_size}.")
-    counts = torch.zeros(vocab_size, dtype=torch.long)
+    counts = torch.zeros(vocab_size, dtype=torch.long, device="cpu")   # the maps are made on the CPU; set_vocab copies them
     for s in samples:
         ids = s["input_ids"][s["loss_mask"].bool()]
         counts += torch.bincount(ids, minlength=vocab_size)[:vocab_size]
     # most frequent first, smaller id first among equals: sort by (-count, id)
     order = sorted(range(vocab_size), key=lambda i: (-int(counts[i]), i))
-    chosen = torch.tensor(sorted(order[:draft_vocab_size]), dtype=torch.long)
-    d2t = chosen - torch.arange(draft_vocab_size)
-    t2d = torch.zeros(vocab_size, dtype=torch.bool); t2d[chosen] = True
+    chosen = torch.tensor(sorted(order[:draft_vocab_size]), dtype=torch.long, device="cpu")
+    d2t = chosen - torch.arange(draft_vocab_size, device="cpu")
+    t2d = torch.zeros(vocab_size, dtype=torch.bool, device="cpu")
+    t2d[chosen] = True
     return d2t, t2d
 
 # %% ../nbs/13_eagle3.ipynb #6166bcc6
@@ -250,7 +251,7 @@ def eagle3_forward(draft: Eagle3DraftModel, tables, input_ids, loss_mask, aux_hi
         correct.append(hit.sum()); count.append(m.sum()); ce_sum.append((ce * w).sum().detach())
         alive = alive * (hit + (1 - m)); tau = tau + alive * m
     valid = lm.bool()
-    return {"numerator": num, "denominator": torch.tensor(float(B * S)),
+    return {"numerator": num, "denominator": torch.tensor(float(B * S), device=num.device),
             "pos_correct": torch.stack(correct).detach(), "pos_count": torch.stack(count).detach(),
             "pos_ce": torch.stack(ce_sum), "tau_sum": tau[valid].sum().detach(), "n_blocks": valid.sum().detach()}
 

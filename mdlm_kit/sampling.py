@@ -47,7 +47,7 @@ def _draw(logits: torch.Tensor, temperature: float, top_k: int, generator: torch
     if temperature <= 0: ids = logits.argmax(-1)
     else:
         # drawn on the CPU from the CPU generator, so a seed gives the same text on every device
-        u = torch.rand(logits.shape, generator=generator, dtype=logits.dtype).to(logits.device)
+        u = torch.rand(logits.shape, generator=generator, dtype=logits.dtype, device="cpu").to(logits.device)
         u = u.clamp_(torch.finfo(u.dtype).tiny, 1.0)
         ids = (logits / temperature - torch.log(-torch.log(u))).argmax(-1)
     return ids, probs.gather(-1, ids[:, None]).squeeze(-1).float()
@@ -67,7 +67,7 @@ def diffusion_steps(model, prompt: torch.Tensor | list[int] | None, length: int,
     if length < 1 or steps < 1: raise SamplingError("length and steps must be >= 1.")
     cfg = model.config
     dev = next(model.parameters()).device
-    p = torch.as_tensor(prompt if prompt is not None else [], dtype=torch.long).reshape(-1)
+    p = torch.as_tensor(prompt if prompt is not None else [], dtype=torch.long, device=dev).reshape(-1)
     if len(p) + length > cfg.max_seq_len:
         raise SamplingError(f"prompt ({len(p)} tokens) + length ({length}) exceeds the model's context of {cfg.max_seq_len} tokens.")
     if sampler != "ancestral": steps = min(steps, length)   # each of their steps reveals at least one token
@@ -76,7 +76,7 @@ def diffusion_steps(model, prompt: torch.Tensor | list[int] | None, length: int,
         if length % block_length: raise SamplingError(f"length {length} must be a multiple of block_length {block_length}.")
         n_blocks = length // block_length
         if steps % n_blocks: raise SamplingError(f"steps {steps} must be a multiple of the number of blocks ({n_blocks}).")
-    x = torch.cat([p, torch.full((length,), cfg.mask_token_id)]).to(dev).repeat(batch_size, 1)
+    x = torch.cat([p, torch.full((length,), cfg.mask_token_id, device=dev)]).repeat(batch_size, 1)
     mask_id, P = cfg.mask_token_id, len(p)
     g = torch.Generator().manual_seed(seed)
     model.eval()
@@ -92,7 +92,7 @@ def diffusion_steps(model, prompt: torch.Tensor | list[int] | None, length: int,
                 if cached is None: cached = model(x, predict_mask=masked)
                 # the last step is MDLM's noise removal: every token still masked takes its most likely value
                 ids, conf = _draw(cached, 0.0 if s == 0 else temperature, top_k, g)
-                reveal = torch.rand(len(ids), generator=g).to(dev) < (t - s) / t
+                reveal = torch.rand(len(ids), generator=g, device="cpu").to(dev) < (t - s) / t
                 new[masked] = reveal
                 x[new] = ids[reveal]
                 cached = None if reveal.any() else cached   # no time input: unchanged canvas, unchanged logits
@@ -148,11 +148,11 @@ def ar_generate(model, prompt, length: int, bos_id: int, temperature: float = 1.
     "Sample `length` tokens left to right after `prompt` from an AR checkpoint; (batch_size, prompt + length)."
     if length < 1: raise SamplingError("length must be >= 1.")
     dev = next(model.parameters()).device
-    p = torch.as_tensor(prompt if prompt is not None else [], dtype=torch.long).reshape(-1)
+    p = torch.as_tensor(prompt if prompt is not None else [], dtype=torch.long, device=dev).reshape(-1)
     if len(p) + length > model.config.max_seq_len:
         raise SamplingError(f"prompt ({len(p)} tokens) + length ({length}) exceeds the model's context of "
                          f"{model.config.max_seq_len} tokens.")
-    x = torch.cat([torch.tensor([bos_id]), p]).to(dev).repeat(batch_size, 1)
+    x = torch.cat([torch.tensor([bos_id], device=dev), p]).repeat(batch_size, 1)
     g = torch.Generator().manual_seed(seed)
     model.eval()
     for _ in range(length):

@@ -61,7 +61,7 @@ def verify(drafts: torch.Tensor, target_logits: torch.Tensor, sp: SamplingParams
     for i in range(k):
         d = int(drafts[i])
         qi = float(q[i, d]) if q is not None else 1.0
-        u = torch.rand((), generator=generator).item()
+        u = torch.rand((), generator=generator, device="cpu").item()     # the CPU generator's stream
         if u < min(1.0, float(p[i, d]) / max(qi, 1e-20)): continue
         if q is not None: resid = (p[i] - q[i]).clamp_min(0)
         else: resid = p[i].clone().index_fill_(0, torch.tensor([d], device=p.device), 0.0)   # p - one_hot(d), clamped
@@ -84,6 +84,8 @@ class CachedTarget:
         self._cache_kw = "cache" if "cache" in inspect.signature(type(target.model).forward).parameters else "past_key_values"
     @property
     def length(self) -> int: return self.cache.get_seq_length()
+    @property
+    def device(self) -> torch.device: return self.t.device
 
     @torch.no_grad()
     def extend(self, ids: torch.Tensor, position_ids=None, attention_mask=None):
@@ -103,7 +105,7 @@ class CachedTarget:
 def _prefill(target, layer_ids, prompt_ids, sp, g):
     "Run the prompt: the cached target, the prompt's features (1, n, K*H), the result with the first token, that token."
     tgt = CachedTarget(target, layer_ids)
-    logits, feats = tgt.extend(torch.as_tensor(prompt_ids)[None])
+    logits, feats = tgt.extend(torch.as_tensor(prompt_ids, device=tgt.device)[None])
     b = _select(logits[-1], sp, g)
     return tgt, feats[None].float(), DecodeResult(tokens=[b]), b
 
@@ -138,12 +140,12 @@ def plain_decode(target, prompt_ids, max_new_tokens: int, sp: SamplingParams = S
     "The baseline: the same cached target, one token per forward."
     g = torch.Generator().manual_seed(seed); t0 = time.perf_counter()
     tgt = CachedTarget(target)
-    logits, _ = tgt.extend(torch.as_tensor(prompt_ids)[None])
+    logits, _ = tgt.extend(torch.as_tensor(prompt_ids, device=tgt.device)[None])
     out = []
     while len(out) < max_new_tokens:
         tok = _select(logits[-1], sp, g); out.append(tok)
         if tok == eos_token_id: break
-        logits, _ = tgt.extend(torch.tensor([[tok]]))
+        logits, _ = tgt.extend(torch.tensor([[tok]], device=tgt.device))
     return DecodeResult(tokens=out, total_time=time.perf_counter() - t0)
 
 # %% ../nbs/17_speculative.ipynb #516764cf
@@ -170,7 +172,7 @@ def dflash_decode(target, draft: DFlashDraftModel, tables, prompt_ids, max_new_t
         t1 = time.perf_counter()
         drafts = draft_block(draft, tables, None, b, start, cache=cache, n_draft=min(k, max_new_tokens - len(res.tokens)))
         t2 = time.perf_counter()
-        logits, hid = tgt.extend(torch.cat([torch.tensor([b]), drafts.cpu()])[None])
+        logits, hid = tgt.extend(torch.cat([torch.tensor([b], device=drafts.device), drafts])[None])
         a, nxt = verify(drafts, logits, sp, generator=g)
         res.draft_time += t2 - t1; res.verify_time += time.perf_counter() - t2
         new = drafts[:a].tolist() + [nxt]
@@ -203,12 +205,12 @@ def eagle3_propose(draft: Eagle3DraftModel, cache: Eagle3ContextCache, k: int, s
         c, s = draft.rotary(a, torch.tensor([[n + j]], device=a.device))
         emb = cache.tables.embed(torch.tensor([[out[-1]]], device=a.device))
         a, past = draft.midlayer(emb, a, c, s, past)         # step j+1 sees the cache and the chain so far
-    return torch.tensor(out), (torch.stack(qs) if qs else None)
+    return torch.tensor(out, device=a.device), (torch.stack(qs) if qs else None)
 
 def _eagle3_prefill(target, draft, tables, prompt_ids, sp, g):
     "Prefill the target and the drafter's cache: pairs (features of position t, token t+1), the first token last."
     tgt, aux, res, b = _prefill(target, draft.config.eagle_aux_hidden_state_layer_ids, prompt_ids, sp, g)
-    nxt = torch.tensor([list(prompt_ids)[1:] + [b]])
+    nxt = torch.tensor([list(prompt_ids)[1:] + [b]], device=aux.device)
     return tgt, Eagle3ContextCache(draft, tables).extend(nxt, aux), res, b
 
 @torch.no_grad()
@@ -225,14 +227,14 @@ def eagle3_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_new_t
         t1 = time.perf_counter()
         drafts, q = eagle3_propose(draft, cache, k, sp, g)
         t2 = time.perf_counter()
-        logits, hid = tgt.extend(torch.cat([torch.tensor([b]), drafts])[None])
+        logits, hid = tgt.extend(torch.cat([torch.tensor([b], device=drafts.device), drafts])[None])
         a, nxt = verify(drafts, logits, sp, q=q, generator=g)
         res.draft_time += t2 - t1
         res.verify_time += time.perf_counter() - t2
         new = drafts[:a].tolist() + [nxt]
         res.record(new, a, k, on_cycle)
         t3 = time.perf_counter()
-        cache.extend(torch.tensor([new]), hid[None, :a + 1])  # b and the accepted drafts, each with the token after it
+        cache.extend(torch.tensor([new], device=hid.device), hid[None, :a + 1])  # b and accepted drafts, each with its next token
         res.draft_time += time.perf_counter() - t3
         tgt.crop(start + a + 1)
         b = nxt
@@ -282,10 +284,10 @@ def eagle3_tree_propose(draft: Eagle3DraftModel, cache: Eagle3ContextCache, dept
     new_index = {old: j for j, old in enumerate(order)}
     return [(nodes[i].token, new_index.get(nodes[i].parent, -1), nodes[i].depth) for i in order]
 
-def _tree_mask(tree, prefix: int) -> torch.Tensor:
+def _tree_mask(tree, prefix: int, device=None) -> torch.Tensor:
     "Bool (1, 1, 1+N, prefix+1+N): the root sees the prefix and itself; node i its ancestors, the root, itself."
     N = len(tree)
-    m = torch.zeros(1 + N, prefix + 1 + N, dtype=torch.bool)
+    m = torch.zeros(1 + N, prefix + 1 + N, dtype=torch.bool, device=device)
     m[:, :prefix + 1] = True
     for i, (_, parent, _) in enumerate(tree):
         m[1 + i, prefix + 1 + i] = True
@@ -307,9 +309,9 @@ def eagle3_tree_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_
         t1 = time.perf_counter()
         tree = eagle3_tree_propose(draft, cache, depth, top_k, tree_nodes)
         t2 = time.perf_counter()
-        ids = torch.tensor([[b] + [t for t, _, _ in tree]])
-        pos = torch.tensor([[start] + [start + d for _, _, d in tree]])
-        lg, hid = tgt.extend(ids, position_ids=pos, attention_mask=_tree_mask(tree, start))
+        ids = torch.tensor([[b] + [t for t, _, _ in tree]], device=tgt.device)
+        pos = torch.tensor([[start] + [start + d for _, _, d in tree]], device=tgt.device)
+        lg, hid = tgt.extend(ids, position_ids=pos, attention_mask=_tree_mask(tree, start, tgt.device))
         path, cur = [], -1                          # walk down the tree from the root
         while True:
             row = 0 if cur < 0 else 1 + cur
@@ -321,7 +323,7 @@ def eagle3_tree_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_
                 p = target_probs(lg[row], sp).clone(); hit = None
                 for i in kids:
                     c = tree[i][0]
-                    if torch.rand((), generator=g).item() < float(p[c]): hit = i; break
+                    if torch.rand((), generator=g, device="cpu").item() < float(p[c]): hit = i; break
                     p[c] = 0.0; p = p / p.sum() if p.sum() > 0 else target_probs(lg[row], sp)
                 if hit is None: nxt = draw(p, g); break
             path.append(hit); cur = hit
@@ -333,7 +335,7 @@ def eagle3_tree_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_
         for layer in tgt.cache.layers:              # keep the prefix, the root and the accepted path
             layer.keys, layer.values = layer.keys[:, :, keep], layer.values[:, :, keep]
         t3 = time.perf_counter()
-        cache.extend(torch.tensor([new]), hid[None, rows])   # the root and the accepted path
+        cache.extend(torch.tensor([new], device=hid.device), hid[None, rows])   # the root and the accepted path
         res.draft_time += time.perf_counter() - t3
         b = nxt
         if eos_token_id is not None and eos_token_id in new: break

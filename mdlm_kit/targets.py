@@ -211,7 +211,7 @@ def feature_scaled_init_(linear: nn.Linear, features: torch.Tensor, std: float =
     f = f[f.abs().sum(-1) > 0]                                  # ignore padding rows
     if len(f) == 0: return linear
     rms = f.pow(2).mean(0).sqrt().clamp_min(1e-6)
-    w = torch.randn(linear.weight.shape, generator=torch.Generator().manual_seed(0)) * std
+    w = torch.randn(linear.weight.shape, generator=torch.Generator().manual_seed(0), device="cpu").to(f.device) * std
     linear.weight.copy_((w * (rms.mean() / rms)[None, :]).to(linear.weight.dtype))
     return linear
 

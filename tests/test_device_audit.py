@@ -1,0 +1,108 @@
+"""Every tensor the kit creates names its device (`DeviceAudit`): the CPU suite's stand-in for a GPU run, where a
+tensor made on the CPU beside a CUDA or MPS model crashes or samples from the wrong generator."""
+import pytest
+import torch
+from mdlm_kit.device import DeviceAudit
+from mdlm_kit.config import ModelConfig
+from mdlm_kit.model import DiffusionTransformer
+from mdlm_kit.targets import tiny_target
+
+
+@pytest.fixture(scope="module")
+def target():
+    torch.manual_seed(0)
+    return tiny_target("llama", num_layers=6)
+
+
+def _check(audit):
+    assert not audit.found, "tensors made without device= (pass the device of the tensor they meet): " + ", ".join(sorted(audit.found))
+
+
+def test_speculative_decoders_name_their_devices(target):
+    from mdlm_kit.dflash import DFlashConfig, DFlashDraftModel
+    from mdlm_kit.eagle3 import Eagle3Config, Eagle3DraftModel
+    from mdlm_kit.speculative import SamplingParams, plain_decode, speculative_decode
+    tables = target.embeddings_and_head()
+    df = DFlashDraftModel(DFlashConfig.from_target(target.config, mask_token_id=0, block_size=4, num_feature_layers=2))
+    e3 = Eagle3DraftModel(Eagle3Config.from_target(target.config, ttt_length=2))
+    p = torch.randint(5, target.vocab_size, (7,)).tolist()
+    with DeviceAudit() as audit:
+        for sp in (SamplingParams(), SamplingParams(temperature=1.0, top_k=5, top_p=0.9)):
+            plain_decode(target, p, 6, sp)
+            for d, tree in ((df, 0), (e3, 0), (e3, 4)):
+                r = speculative_decode(target, d, tables, p, 6, sp, num_draft_tokens=3, tree_nodes=tree, tree_top_k=2)
+                assert len(r.tokens) == 6
+    _check(audit)
+
+
+def test_mdlm_samplers_objective_and_ar_name_their_devices():
+    from mdlm_kit.diffusion import ar_loss, ar_nll, corrupt, diffusion_loss, elbo_bound, sample_times
+    from mdlm_kit.sampling import SAMPLERS, ar_generate, generate
+    torch.manual_seed(0)
+    cfg = ModelConfig(vocab_size=64, n_layer=1, n_head=2, d_model=32, max_seq_len=32, mask_token_id=3, local_mixing=1,
+                      head_bias=True)
+    m = DiffusionTransformer(cfg).eval()
+    x = torch.randint(4, 64, (2, 32))
+    with DeviceAudit() as audit:
+        for s in SAMPLERS:
+            out = generate(m, [5, 6], 12, 6, s, temperature=1.0, top_k=4, block_length=4 if s == "blocks" else None)
+            assert out.shape == (1, 14)
+        assert ar_generate(m, [5, 6], 5, bos_id=1, top_k=3).shape == (1, 7)
+        t = sample_times(2)
+        corrupt(x, t, 3)
+        diffusion_loss(m, x, t, 3)
+        elbo_bound(m, [x], 3, n_levels=2)
+        ar_loss(m, x, 1)
+        ar_nll(m, [x], 1)
+    _check(audit)
+
+
+def test_drafter_training_forwards_name_their_devices(target):
+    from mdlm_kit.dflash import DFlashConfig, DFlashDraftModel, dflash_forward, sample_anchors
+    from mdlm_kit.eagle3 import Eagle3Config, Eagle3DraftModel, eagle3_forward
+    tables = target.embeddings_and_head()
+    df = DFlashDraftModel(DFlashConfig.from_target(target.config, mask_token_id=0, block_size=4, num_feature_layers=2))
+    e3 = Eagle3DraftModel(Eagle3Config.from_target(target.config, ttt_length=2))
+    x = torch.randint(5, target.vocab_size, (2, 24))
+    lm = torch.ones_like(x)
+    h = target(x, layer_ids=df.config.target_layer_ids).hidden_states
+    o3 = target(x, layer_ids=e3.config.eagle_aux_hidden_state_layer_ids)
+    with DeviceAudit() as audit:
+        anchors, keep = sample_anchors(lm, 3, [1, 2])
+        for backend in ("sdpa", "eager", "structured"):
+            dflash_forward(df, tables, x, lm, h, anchors, keep, backend=backend)
+        eagle3_forward(e3, tables, x, lm, o3.hidden_states, o3.logits)
+    _check(audit)
+
+
+@pytest.mark.parametrize("objective", ["mdlm", "ar"])
+def test_trainer_steps_evaluation_and_checkpoints_name_their_devices(tmp_path, tiny_config, objective):
+    from mdlm_kit.config import apply_overrides, load_config
+    from mdlm_kit.train import Trainer
+    cfg = apply_overrides(load_config(tiny_config), [f'training.objective="{objective}"', "training.max_steps=3",
+                                                    "training.eval_interval=3", "training.save_interval=3"])
+    with DeviceAudit() as audit:
+        Trainer(cfg, tmp_path / "r", progress=False, log=lambda *a: None).run()
+    _check(audit)
+
+
+@pytest.mark.parametrize("algorithm", ["dflash", "eagle3"])
+def test_draft_trainer_steps_name_their_devices(tmp_path, algorithm):
+    import json
+    import pydoc_data.topics
+    from mdlm_kit.draft_train import DraftTrainConfig, DraftTrainer
+    tgt = tiny_target("llama", num_layers=5)
+    tgt.model.save_pretrained(tmp_path / "t")
+    tgt.tokenizer.save_pretrained(tmp_path / "t")
+    topics = pydoc_data.topics.topics
+    with open(tmp_path / "chat.jsonl", "w") as f:
+        for i, k in enumerate(sorted(topics)[:6]):
+            f.write(json.dumps({"id": f"c{i}", "conversations": [{"role": "user", "content": f"Explain {k}."},
+                                                                  {"role": "assistant", "content": topics[k][:300]}]}) + "\n")
+    extra = dict(block_size=4, num_feature_layers=2, num_anchors=4) if algorithm == "dflash" else dict(ttt_length=2)
+    cfg = DraftTrainConfig(train_data_path=str(tmp_path / "chat.jsonl"), eval_data_path=str(tmp_path / "chat.jsonl"),
+                           target_model_path=str(tmp_path / "t"), batch_size=2, max_steps=2, eval_interval=2,
+                           save_interval=2, device="cpu", precision="fp32", **extra)
+    with DeviceAudit() as audit:
+        DraftTrainer(cfg, tmp_path / "run", algorithm=algorithm, target=tgt, progress=False, log=lambda *a: None).run()
+    _check(audit)
