@@ -145,6 +145,8 @@ def configure_backends(device: torch.device, allow_tf32: bool = True):
 
 def sdpa_context(device: torch.device, forbid_math: bool = False):
     "A context that restricts `scaled_dot_product_attention` to fused kernels on CUDA when `forbid_math`."
+    if forbid_math and device.type != "cuda":
+        warnings.warn(f"forbid_math_sdpa applies on CUDA only; on {device.type} attention runs as usual.", stacklevel=2)
     if device.type != "cuda" or not forbid_math: return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
     fused = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
@@ -163,7 +165,8 @@ def get_rng_state() -> dict:
     state = {"python": [version, list(internal), gauss],
              "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
              "torch": torch.get_rng_state()}
-    if torch.cuda.is_available(): state["cuda"] = torch.cuda.get_rng_state_all()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():   # this process's device only: get_rng_state_all
+        state["cuda"] = [torch.cuda.get_rng_state()]                   # would wake every visible GPU
     if mps_available(): state["mps"] = torch.mps.get_rng_state()
     return state
 
@@ -174,7 +177,9 @@ def set_rng_state(state: dict):
     kind, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available(): torch.cuda.set_rng_state_all(state["cuda"])
+    if state.get("cuda") and torch.cuda.is_available():   # older checkpoints hold every GPU's state: take ours
+        i = torch.cuda.current_device()
+        torch.cuda.set_rng_state(state["cuda"][i] if len(state["cuda"]) > i else state["cuda"][0])
     if "mps" in state and mps_available(): torch.mps.set_rng_state(state["mps"])
 
 @contextlib.contextmanager

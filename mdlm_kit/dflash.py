@@ -193,12 +193,23 @@ def _attend_structured(q, k, v, st: BlockStructure):
     y = p[..., :S] @ v[:, :, :S] + (p[..., S:].reshape(B, h, N, bs, bs) @ vb).reshape(B, h, Q, d)
     return y * any_key[:, None].to(y.dtype)
 
+_FLEX = {}
+
+def _flex_attention():
+    "flex_attention compiled once: uncompiled it is PyTorch's reference path, which materialises every score."
+    if "fn" not in _FLEX:
+        try: from torch.nn.attention.flex_attention import flex_attention
+        except ImportError:
+            raise DFlashError(f"attention_backend 'flex_attention' needs torch >= 2.5 (this is {torch.__version__}); "
+                              "use 'sdpa' or 'structured'.") from None
+        _FLEX["fn"] = torch.compile(flex_attention, dynamic=False)
+    return _FLEX["fn"]
+
 def _attend(q, k, v, mask, backend: str):
     "Attention of q (B, h, Q, d) over k, v (B, h, KV, d); `mask` bool (B, Q, KV), a flex BlockMask or a BlockStructure. Rows with no allowed key give 0."
     if backend == "structured": return _attend_structured(q, k, v, mask)
-    if backend == "flex_attention":
-        from torch.nn.attention.flex_attention import flex_attention
-        return flex_attention(q, k, v, block_mask=mask)            # empty rows already come out as 0
+    if backend == "flex_attention":   # one dtype for all three: under autocast q, k leave the fp32 RMSNorm, v a bf16 matmul
+        return _flex_attention()(q.to(v.dtype), k.to(v.dtype), v, block_mask=mask)   # empty rows come out as 0
     any_key = mask.any(-1, keepdim=True)                            # (B, Q, 1)
     safe = (mask | ~any_key)[:, None]                               # an empty row attends everywhere, then is zeroed
     if backend == "sdpa":

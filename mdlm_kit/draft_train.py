@@ -15,7 +15,7 @@ from .checkpoint import (CheckpointError, CheckpointManager, append_jsonl, atomi
 from .layers import make_optimizer
 from .config import ConfigError
 from .device import KitError
-from .device import (autocast, get_rng_state, memory_stats, resolve_device, resolve_precision, seed_everything,
+from .device import (autocast, get_rng_state, make_grad_scaler, memory_stats, resolve_device, resolve_precision, seed_everything,
                              set_rng_state, synchronize)
 from .targets import (TargetModel, TargetEmbeddingsAndHead, TargetError, digests_match,
                               feature_scaled_init_)
@@ -225,6 +225,7 @@ class DraftTrainer:
                                           "\nUse the run's own settings (train_config.json), or start a new run.")
         self.device = resolve_device(cfg.device)
         self.precision = resolve_precision(cfg.precision, self.device)
+        self.scaler = make_grad_scaler(self.precision)     # fp16 on CUDA needs loss scaling; otherwise a pass-through
         self.online = not cfg.train_hidden_states_path
         if target is None and (self.online or cfg.mask_token_id == "auto"):
             target = TargetModel.from_pretrained(cfg.target_model_path, device=self.device, load_tokenizer=True)
@@ -276,7 +277,9 @@ class DraftTrainer:
                 raise CheckpointError("cannot resume: the training data (or its features) differ from the checkpoint's; "
                                       "resume with the same data or start a new run.")
             try:
-                self.model.load_state_dict(state["model"]); self.optimizer.load_state_dict(state["optimizer"])
+                self.model.load_state_dict(state["model"])
+                self.optimizer.load_state_dict(state["optimizer"])
+                self.scaler.load_state_dict(state.get("scaler", {}))
             except (RuntimeError, ValueError, KeyError) as e:
                 raise CheckpointError(f"checkpoint {str(existing)!r} does not fit this drafter: {e}") from None
             self.step = state["step"]; set_rng_state(state["rng"])
@@ -337,7 +340,7 @@ class DraftTrainer:
             ids, lm, hid = self.batch(self.train_set, idx)
             with autocast(self.precision):
                 out = self.recipe.loss(self.tables, ids, lm, hid, seeds)
-            out["numerator"].backward()
+            self.scaler.scale(out["numerator"]).backward()
             num, den = _accumulate(agg, out, num, den)
         if not math.isfinite(num) or den <= 0:
             self.optimizer.zero_grad(set_to_none=True)
@@ -348,10 +351,13 @@ class DraftTrainer:
             self._event("skipped_step", step=self.step, loss=f"{num}/{den}")   # no update; the schedule moves on
             self.step += 1
             return {"loss": float("nan"), "lr": lr, "skipped": True}
+        self.scaler.unscale_(self.optimizer)               # true gradients before they are averaged and clipped
         for p in self.model.parameters():
             if p.grad is not None: p.grad.div_(den)
         gn = torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
-        self.optimizer.step(); self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.step(self.optimizer)                   # fp16: skipped when the scaled gradients overflowed
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         return {"loss": num / den, "lr": lr, "grad_norm": float(gn), **summarize(agg, self.recipe.name)}
 
@@ -379,6 +385,7 @@ class DraftTrainer:
 
     def save(self):
         state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "rng": get_rng_state(),
+                 "scaler": self.scaler.state_dict(),
                  "config": asdict(self.cfg), "data_id": self.data_id, "algorithm": self.algorithm,
                  "target_digest": self.target_digest}
         path = self.ckpts.save(state, self.step)

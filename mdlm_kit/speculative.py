@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from .dflash import DFlashContextCache, DFlashDraftModel, draft_block
 from .eagle3 import Eagle3ContextCache, Eagle3DraftModel
 from .targets import digests_match
-from .device import KitError
+from .device import KitError, synchronize
 
 # %% auto #0
 __all__ = ['SpeculativeError', 'SamplingParams', 'target_probs', 'verify', 'draw', 'CachedTarget', 'DecodeResult', 'plain_decode',
@@ -128,6 +128,11 @@ class DecodeResult:
         self.tokens += new; self.cycles.append(len(new)); self.accepted.append(accepted); self.proposed.append(proposed)
         if on_cycle: on_cycle(self)
 
+def _clock(device) -> float:
+    "Seconds, read after the device has run everything queued (CUDA and MPS run asynchronously): honest phase timings."
+    synchronize(device)
+    return time.perf_counter()
+
 def _finish(tokens, max_new, eos):
     "Cut at max_new tokens and after the first EOS."
     out = tokens[:max_new]
@@ -138,7 +143,7 @@ def _finish(tokens, max_new, eos):
 def plain_decode(target, prompt_ids, max_new_tokens: int, sp: SamplingParams = SamplingParams(), seed: int = 0,
                  eos_token_id=None) -> DecodeResult:
     "The baseline: the same cached target, one token per forward."
-    g = torch.Generator().manual_seed(seed); t0 = time.perf_counter()
+    g = torch.Generator().manual_seed(seed); t0 = _clock(target.device)
     tgt = CachedTarget(target)
     logits, _ = tgt.extend(torch.as_tensor(prompt_ids, device=tgt.device)[None])
     out = []
@@ -146,7 +151,7 @@ def plain_decode(target, prompt_ids, max_new_tokens: int, sp: SamplingParams = S
         tok = _select(logits[-1], sp, g); out.append(tok)
         if tok == eos_token_id: break
         logits, _ = tgt.extend(torch.tensor([[tok]], device=tgt.device))
-    return DecodeResult(tokens=out, total_time=time.perf_counter() - t0)
+    return DecodeResult(tokens=out, total_time=_clock(target.device) - t0)
 
 # %% ../nbs/17_speculative.ipynb #516764cf
 def default_draft_tokens(draft) -> int:
@@ -162,28 +167,28 @@ def dflash_decode(target, draft: DFlashDraftModel, tables, prompt_ids, max_new_t
                   sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None, num_draft_tokens: int | None = None,
                   on_cycle=None) -> DecodeResult:
     "Speculative decoding with a DFlash drafter (greedy drafts of `num_draft_tokens` slots, default block_size-1, verified losslessly); `on_cycle(result)` after every cycle."
-    g = torch.Generator().manual_seed(seed); t0 = time.perf_counter()
+    g = torch.Generator().manual_seed(seed); t0 = _clock(target.device)
     draft.eval()
     tgt, ctx, res, b = _prefill(target, draft.config.target_layer_ids, prompt_ids, sp, g)
     cache = DFlashContextCache(draft).extend(ctx)             # each committed position is fused and projected once
     k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
     while len(res.tokens) < max_new_tokens and b != eos_token_id:
         start = tgt.length                                   # position of b
-        t1 = time.perf_counter()
+        t1 = _clock(target.device)
         drafts = draft_block(draft, tables, None, b, start, cache=cache, n_draft=min(k, max_new_tokens - len(res.tokens)))
-        t2 = time.perf_counter()
+        t2 = _clock(target.device)
         logits, hid = tgt.extend(torch.cat([torch.tensor([b], device=drafts.device), drafts])[None])
         a, nxt = verify(drafts, logits, sp, generator=g)
-        res.draft_time += t2 - t1; res.verify_time += time.perf_counter() - t2
+        res.draft_time += t2 - t1; res.verify_time += _clock(target.device) - t2
         new = drafts[:a].tolist() + [nxt]
         res.record(new, a, len(drafts), on_cycle)
-        t3 = time.perf_counter()
+        t3 = _clock(target.device)
         cache.extend(hid[None, :a + 1].float())               # features of b and the accepted drafts
-        res.draft_time += time.perf_counter() - t3
+        res.draft_time += _clock(target.device) - t3
         tgt.crop(start + a + 1)
         b = nxt
         if eos_token_id is not None and eos_token_id in new: break
-    res.tokens = _finish(res.tokens, max_new_tokens, eos_token_id); res.total_time = time.perf_counter() - t0
+    res.tokens = _finish(res.tokens, max_new_tokens, eos_token_id); res.total_time = _clock(target.device) - t0
     return res
 
 # %% ../nbs/17_speculative.ipynb #08273cef
@@ -218,29 +223,29 @@ def eagle3_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_new_t
                   sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None, on_cycle=None) -> DecodeResult:
     "Speculative decoding with an EAGLE-3 drafter (chain of `num_draft_tokens`, lossless verification); `on_cycle(result)` after every cycle."
     g = torch.Generator().manual_seed(seed)
-    t0 = time.perf_counter()
+    t0 = _clock(target.device)
     draft.eval()
     tgt, cache, res, b = _eagle3_prefill(target, draft, tables, prompt_ids, sp, g)
     while len(res.tokens) < max_new_tokens and b != eos_token_id:
         start = tgt.length
         k = min(num_draft_tokens, max_new_tokens - len(res.tokens))
-        t1 = time.perf_counter()
+        t1 = _clock(target.device)
         drafts, q = eagle3_propose(draft, cache, k, sp, g)
-        t2 = time.perf_counter()
+        t2 = _clock(target.device)
         logits, hid = tgt.extend(torch.cat([torch.tensor([b], device=drafts.device), drafts])[None])
         a, nxt = verify(drafts, logits, sp, q=q, generator=g)
         res.draft_time += t2 - t1
-        res.verify_time += time.perf_counter() - t2
+        res.verify_time += _clock(target.device) - t2
         new = drafts[:a].tolist() + [nxt]
         res.record(new, a, k, on_cycle)
-        t3 = time.perf_counter()
+        t3 = _clock(target.device)
         cache.extend(torch.tensor([new], device=hid.device), hid[None, :a + 1])  # b and accepted drafts, each with its next token
-        res.draft_time += time.perf_counter() - t3
+        res.draft_time += _clock(target.device) - t3
         tgt.crop(start + a + 1)
         b = nxt
         if eos_token_id is not None and eos_token_id in new: break
     res.tokens = _finish(res.tokens, max_new_tokens, eos_token_id)
-    res.total_time = time.perf_counter() - t0
+    res.total_time = _clock(target.device) - t0
     return res
 
 # %% ../nbs/17_speculative.ipynb #c28fd507
@@ -301,14 +306,14 @@ def eagle3_tree_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_
                        on_cycle=None) -> DecodeResult:
     "Speculative decoding with an EAGLE-3 drafter and a dynamic draft tree verified in one target forward; `on_cycle(result)` after every cycle."
     g = torch.Generator().manual_seed(seed)
-    t0 = time.perf_counter()
+    t0 = _clock(target.device)
     draft.eval()
     tgt, cache, res, b = _eagle3_prefill(target, draft, tables, prompt_ids, sp, g)
     while len(res.tokens) < max_new_tokens and b != eos_token_id:
         start = tgt.length
-        t1 = time.perf_counter()
+        t1 = _clock(target.device)
         tree = eagle3_tree_propose(draft, cache, depth, top_k, tree_nodes)
-        t2 = time.perf_counter()
+        t2 = _clock(target.device)
         ids = torch.tensor([[b] + [t for t, _, _ in tree]], device=tgt.device)
         pos = torch.tensor([[start] + [start + d for _, _, d in tree]], device=tgt.device)
         lg, hid = tgt.extend(ids, position_ids=pos, attention_mask=_tree_mask(tree, start, tgt.device))
@@ -327,19 +332,19 @@ def eagle3_tree_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_
                     p[c] = 0.0; p = p / p.sum() if p.sum() > 0 else target_probs(lg[row], sp)
                 if hit is None: nxt = draw(p, g); break
             path.append(hit); cur = hit
-        res.draft_time += t2 - t1; res.verify_time += time.perf_counter() - t2
+        res.draft_time += t2 - t1; res.verify_time += _clock(target.device) - t2
         new = [tree[i][0] for i in path] + [nxt]
         res.record(new, len(path), max(d for _, _, d in tree), on_cycle)
         rows = [0] + [1 + i for i in path]
         keep = torch.tensor(list(range(start)) + [start + r for r in rows], device=hid.device)
         for layer in tgt.cache.layers:              # keep the prefix, the root and the accepted path
             layer.keys, layer.values = layer.keys[:, :, keep], layer.values[:, :, keep]
-        t3 = time.perf_counter()
+        t3 = _clock(target.device)
         cache.extend(torch.tensor([new], device=hid.device), hid[None, rows])   # the root and the accepted path
-        res.draft_time += time.perf_counter() - t3
+        res.draft_time += _clock(target.device) - t3
         b = nxt
         if eos_token_id is not None and eos_token_id in new: break
-    res.tokens = _finish(res.tokens, max_new_tokens, eos_token_id); res.total_time = time.perf_counter() - t0
+    res.tokens = _finish(res.tokens, max_new_tokens, eos_token_id); res.total_time = _clock(target.device) - t0
     return res
 
 # %% ../nbs/17_speculative.ipynb #7db3a152

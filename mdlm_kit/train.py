@@ -157,6 +157,10 @@ class Trainer:
 
     def evaluate(self) -> dict:
         "The deterministic ELBO bound (AR: the exact NLL) on the fixed validation batches; training RNG untouched."
+        with sdpa_context(self.device, self.cfg.forbid_math_sdpa):     # the kernels training runs with
+            return self._evaluate()
+
+    def _evaluate(self) -> dict:
         if self.cfg.training.objective == "ar":
             return ar_nll(self.model, [b.to(self.device) for b in self.val_batches], self.data.meta["eos_token_id"],
                           autocast_ctx=autocast(self.precision))

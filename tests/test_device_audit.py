@@ -86,8 +86,7 @@ def test_trainer_steps_evaluation_and_checkpoints_name_their_devices(tmp_path, t
     _check(audit)
 
 
-@pytest.mark.parametrize("algorithm", ["dflash", "eagle3"])
-def test_draft_trainer_steps_name_their_devices(tmp_path, algorithm):
+def _draft_trainer(tmp_path, algorithm, **kw):
     import json
     import pydoc_data.topics
     from mdlm_kit.draft_train import DraftTrainConfig, DraftTrainer
@@ -102,7 +101,30 @@ def test_draft_trainer_steps_name_their_devices(tmp_path, algorithm):
     extra = dict(block_size=4, num_feature_layers=2, num_anchors=4) if algorithm == "dflash" else dict(ttt_length=2)
     cfg = DraftTrainConfig(train_data_path=str(tmp_path / "chat.jsonl"), eval_data_path=str(tmp_path / "chat.jsonl"),
                            target_model_path=str(tmp_path / "t"), batch_size=2, max_steps=2, eval_interval=2,
-                           save_interval=2, device="cpu", precision="fp32", **extra)
+                           save_interval=2, device="cpu", precision="fp32", **extra, **kw)
+    return DraftTrainer(cfg, tmp_path / "run", algorithm=algorithm, target=tgt, progress=False, log=lambda *a: None)
+
+
+@pytest.mark.parametrize("algorithm", ["dflash", "eagle3"])
+def test_draft_trainer_steps_name_their_devices(tmp_path, algorithm):
     with DeviceAudit() as audit:
-        DraftTrainer(cfg, tmp_path / "run", algorithm=algorithm, target=tgt, progress=False, log=lambda *a: None).run()
+        _draft_trainer(tmp_path, algorithm).run()
     _check(audit)
+
+
+def test_draft_trainer_steps_through_the_loss_scaler(tmp_path):
+    "fp16 on CUDA needs loss scaling; the draft loop must route backward, unscale, step and update through the scaler."
+    calls = []
+    class Recorder:
+        def scale(self, loss): calls.append("scale"); return loss * 1.0
+        def unscale_(self, opt): calls.append("unscale_")
+        def step(self, opt): calls.append("step"); opt.step()
+        def update(self): calls.append("update")
+        def state_dict(self): return {"calls": len(calls)}
+        def load_state_dict(self, s): calls.append(("load", s))
+    tr = _draft_trainer(tmp_path, "dflash", gradient_accumulation_steps=2)
+    tr.scaler = Recorder()
+    tr.train_step()
+    assert calls == ["scale", "scale", "unscale_", "step", "update"]
+    tr.save()                                          # the scaler's state travels with the checkpoint
+    assert tr.ckpts.load(tr.ckpts.latest())["scaler"] == {"calls": 5}

@@ -80,7 +80,10 @@ def check_mdlm(a, work):
     e, c = events(work / "mdlm-eager", "train"), events(work / "mdlm-compiled", "train")
     out["compiled_over_eager"] = round(out["compiled"]["tokens_per_s"] / out["eager"]["tokens_per_s"], 3)
     out["max_rel_loss_diff"] = round(max(abs(x["loss"] - y["loss"]) / abs(x["loss"]) for x, y in zip(e, c)), 4)
-    if out["max_rel_loss_diff"] > 0.05: raise AssertionError(f"compiled and eager losses differ by {out['max_rel_loss_diff']:.1%}: {out}")
+    out["first_rel_loss_diff"] = round(abs(e[0]["loss"] - c[0]["loss"]) / abs(e[0]["loss"]), 5)
+    # same weights and batches: the first logged losses agree to kernel rounding, later ones drift only by chaos
+    if out["first_rel_loss_diff"] > 5e-3 or out["max_rel_loss_diff"] > 0.02:
+        raise AssertionError(f"compiled and eager losses differ: {out}")
     return out
 
 
@@ -92,6 +95,35 @@ def check_mdlm_resume(a, work):
     if [e["step"] for e in ref] != [e["step"] for e in got]: raise AssertionError("the resumed run logged other steps")
     return {"max_abs_loss_diff": max(abs(x["loss"] - y["loss"]) for x, y in zip(ref, got)),
             "bit_equal": all(x["loss"] == y["loss"] for x, y in zip(ref, got))}
+
+
+def check_attention_exact(a, work):
+    "The three DFlash attention backends on one random problem agree element by element, and a one-off mask does not."
+    import torch
+    from mdlm_kit.dflash import BlockStructure, _attend, dflash_attention_mask, dflash_mask_mod, sample_anchors
+    dev = torch.device(a.device)
+    torch.manual_seed(0)
+    S, N, bs, h, d = 96, 8, 4, 2, 32
+    anchors, keep = sample_anchors(torch.ones(2, S, dtype=torch.bool), N, [0, 1])
+    anchors, keep = anchors.to(dev), keep.to(dev)
+    q = torch.randn(2, h, N * bs, d, device=dev)
+    k, v = (torch.randn(2, h, S + N * bs, d, device=dev) for _ in range(2))
+    def run(backend, anc):
+        if backend == "structured": mask = BlockStructure(anc, keep, S, bs)
+        elif backend == "flex_attention":
+            from torch.nn.attention.flex_attention import create_block_mask
+            mask = create_block_mask(dflash_mask_mod(anc, keep, S, bs), 2, None, N * bs, S + N * bs, device=dev)
+        else: mask = dflash_attention_mask(anc, keep, S, bs)
+        return _attend(q, k, v, mask, backend).float()
+    ref = run("eager", anchors)
+    backends = ["sdpa", "structured"] + (["flex_attention"] if dev.type == "cuda" else [])
+    out = {b: float((run(b, anchors) - ref).abs().max()) for b in backends}
+    out["one_off_mask"] = float((run("eager", anchors + 1) - ref).abs().max())   # the control: a wrong mask
+    tol = 1e-3
+    bad = {b: x for b, x in out.items() if b != "one_off_mask" and x > tol}
+    if bad or out["one_off_mask"] < 10 * tol:
+        raise AssertionError(f"attention backends vs eager (max abs diff, tolerance {tol}): {out}")
+    return out
 
 
 def check_dflash_attention(a, work):
@@ -150,7 +182,9 @@ def check_drafters(a, work):
         out[f"dflash_{b}"] = {"wall_s": round(time.perf_counter() - t0, 1), "losses": [round(e["loss"], 4) for e in events(run, "train")]}
     la, lb = (out[f"dflash_{b}"]["losses"] for b in backends)
     out["dflash_backends_max_rel_diff"] = round(max(abs(x - y) / abs(x) for x, y in zip(la, lb)), 4)
-    if out["dflash_backends_max_rel_diff"] > 0.05: raise AssertionError(f"{backends} losses differ: {la} vs {lb}")
+    out["dflash_backends_first_rel_diff"] = round(abs(la[0] - lb[0]) / abs(la[0]), 5)
+    if out["dflash_backends_first_rel_diff"] > 5e-3 or out["dflash_backends_max_rel_diff"] > 0.02:
+        raise AssertionError(f"{backends} losses differ: {la} vs {lb}")
     run = work / "eagle3"
     t0 = time.perf_counter(); sh([*CLI, "train-eagle3", *common, "--max-length", 128 if a.quick else 1024, "--output-dir", run])
     out["eagle3"] = {"wall_s": round(time.perf_counter() - t0, 1), "losses": [round(e["loss"], 4) for e in events(run, "train")]}
@@ -188,7 +222,7 @@ def main(argv=None):
     if a.prepare_shape: return prepare_shape(Path(a.prepare_shape))
     a.mdlm_steps = a.mdlm_steps or (20 if a.quick else 60); a.draft_steps = a.draft_steps or (10 if a.quick else 40)
     steps = [("env", check_env), ("mdlm", check_mdlm), ("mdlm_resume", check_mdlm_resume),
-             ("dflash_attention", check_dflash_attention), ("drafters", check_drafters), ("speculate", check_speculate)]
+             ("attention_exact", check_attention_exact), ("dflash_attention", check_dflash_attention), ("drafters", check_drafters), ("speculate", check_speculate)]
     only = {s for s in a.only.split(",") if s}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(a.out or tmp); work.mkdir(parents=True, exist_ok=True)
