@@ -20,18 +20,20 @@ __all__ = ['DFLASH_ONLY', 'EAGLE3_ONLY', 'EAGLE3_DEFAULTS', 'add_config_flags', 
 # %% ../nbs/16_draft_cli.ipynb #357a1d7b
 _HELP = {
     "target_model_path": "target: 'smollm2' (the embedded default), a .gguf file, a model directory or a hub id",
-    "target_model_backend": "how the target runs (hf: transformers)",
+    "target_model_backend": "how the target runs: hf (transformers); sglang is refused with a message",
+    "trust_remote_code": "let transformers run the target repository's own model and tokenizer code",
+    "cache_dir": "where tokenised chat data and the draft vocabulary are cached (default: OUTPUT_DIR/cache)",
     "train_data_path": "chat JSONL for online training (the target runs on every batch)",
     "eval_data_path": "held-out chat JSONL for per-slot accuracy",
     "train_hidden_states_path": "features from `mdlm-kit hidden-states` (offline training, no target in memory)",
     "eval_hidden_states_path": "held-out features from `mdlm-kit hidden-states`",
-    "chat_template": "a Jinja template file (or string) replacing the tokenizer's",
+    "chat_template": "replaces the tokenizer's template: a name (chatml, qwen, llama3), a Jinja file or a Jinja string",
     "is_preformatted": "rows are {'text'} already rendered with the chat template",
     "train_only_last_turn": "supervise only the last assistant turn",
     "max_length": "truncate samples to this many tokens",
     "embedding_key": "name of the target's input embedding tensor (offline)",
     "lm_head_key": "name of the target's LM head tensor (offline; tied heads need none)",
-    "draft_config_path": "a DFlash config.json to use instead of deriving one from the target",
+    "draft_config_path": "a draft config.json (the kit's or SpecForge's layout) whose fields override those derived from the target",
     "block_size": "DFlash block size B (one anchor + B-1 drafted tokens)",
     "num_draft_layers": "draft decoder layers (1 on CPU; 5 in the paper)",
     "num_feature_layers": "how many target layers feed the drafter (K; the paper uses 5)",
@@ -234,8 +236,9 @@ def add_draft_commands(sub):
         p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --output-dir")
         p.add_argument("--max-run-steps", type=int, help="stop safely after this many steps in this invocation")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
-        if algo == "dflash": add_config_flags(p, skip=EAGLE3_ONLY)
-        else:
-            add_config_flags(p, skip=DFLASH_ONLY, defaults=EAGLE3_DEFAULTS,
-                             aliases={"max_steps": ["--max-num-steps"], "gradient_accumulation_steps": ["--draft-accumulation-steps"]})
+        seed = {"gradient_accumulation_steps": ["--accumulation-steps"], "draft_config_path": ["--draft-model-config"]}
+        if algo == "dflash": add_config_flags(p, skip=EAGLE3_ONLY, aliases=seed)
+        else:   # the EAGLE-3 seed also spells these its own way
+            seed["gradient_accumulation_steps"].append("--draft-accumulation-steps")
+            add_config_flags(p, skip=DFLASH_ONLY, defaults=EAGLE3_DEFAULTS, aliases={**seed, "max_steps": ["--max-num-steps"]})
         p.set_defaults(fn=cmd_train_draft, algorithm=algo)

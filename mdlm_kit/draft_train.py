@@ -7,7 +7,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/draft_train.html.md"""
 # %% ../nbs/15_draft_train.ipynb #0f984fda
 from __future__ import annotations
 import json, math, time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 import torch
 from .checkpoint import (CheckpointError, CheckpointManager, append_jsonl, atomic_write_text, resume_point,
@@ -17,7 +17,7 @@ from .config import ConfigError
 from .device import KitError
 from .device import (autocast, get_rng_state, make_grad_scaler, memory_stats, resolve_device, resolve_precision, seed_everything,
                              set_rng_state, synchronize)
-from .targets import (TargetModel, TargetEmbeddingsAndHead, TargetError, digests_match,
+from .targets import (TargetModel, chat_template_from, TargetEmbeddingsAndHead, TargetError, digests_match,
                               feature_scaled_init_)
 from .chat_data import build_chat_dataset, dataset_key
 from .features import HiddenStates, FeaturesError
@@ -28,7 +28,7 @@ from .checkpoint import atomic_torch_save, safe_torch_load
 
 # %% auto #0
 __all__ = ['RESUME_MAY_CHANGE', 'RECIPES', 'DraftTrainConfig', 'DraftTrainingError', 'lr_at', 'resolve_mask_token_id',
-           'DFlashRecipe', 'Eagle3Recipe', 'DraftTrainer', 'summarize']
+           'read_draft_config', 'DFlashRecipe', 'Eagle3Recipe', 'DraftTrainer', 'summarize']
 
 # %% ../nbs/15_draft_train.ipynb #82d0f79c
 @dataclass
@@ -36,6 +36,8 @@ class DraftTrainConfig:
     "Everything a drafter run needs; saved as `train_config.json` beside the run and checked on resume."
     target_model_path: str = "smollm2"
     target_model_backend: str = "hf"
+    trust_remote_code: bool = False
+    cache_dir: str = ""
     train_data_path: str = ""
     eval_data_path: str = ""
     train_hidden_states_path: str = ""
@@ -90,6 +92,10 @@ class DraftTrainConfig:
     def validate(self) -> "DraftTrainConfig":
         if not (self.train_data_path or self.train_hidden_states_path):
             raise ConfigError("pass --train-data-path (online: the target runs on each batch) or --train-hidden-states-path (offline).")
+        if self.target_model_backend != "hf":
+            raise ConfigError(f"--target-model-backend {self.target_model_backend!r} is not supported: the kit runs the target with "
+                              "transformers. Pass --target-model-backend hf (or omit it); for an SGLang-served target, "
+                              "train offline from its saved features with --train-hidden-states-path.")
         if self.loss_type not in LOSS_TYPES: raise DFlashError(f"--loss-type must be one of {LOSS_TYPES}, not {self.loss_type!r}.")
         if not 0.0 <= self.dpace_alpha <= 1.0: raise DFlashError(f"--dpace-alpha must lie in [0, 1], not {self.dpace_alpha}.")
         if self.attention_backend not in ATTENTION_BACKENDS:
@@ -107,7 +113,7 @@ class DraftTrainingError(KitError, RuntimeError):
     "Drafter training stopped; the message says why and what was kept."
 
 RESUME_MAY_CHANGE = {"log_interval", "eval_interval", "save_interval", "keep_last", "report_to", "device", "precision", "skip_nonfinite",
-                     "profile", "profile_start_step", "profile_num_steps", "profile_record_shapes", "ckpt_dir",
+                     "profile", "profile_start_step", "profile_num_steps", "profile_record_shapes", "ckpt_dir", "cache_dir",
                      "train_data_path", "eval_data_path", "train_hidden_states_path", "eval_hidden_states_path", "target_model_path"}
 
 def lr_at(step: int, total: int, base: float, warmup_ratio: float) -> float:
@@ -131,21 +137,37 @@ def resolve_mask_token_id(spec, tokenizer, vocab_size: int) -> int:
     return n_tok if n_tok < vocab_size else vocab_size
 
 # %% ../nbs/15_draft_train.ipynb #7e3332ba
-def _config_from_file(cls, path):
-    "A drafter config dataclass from a config.json (keys it does not know, like `architectures`, are ignored)."
-    known = json.loads(Path(path).read_text())
-    return cls(**{k: v for k, v in known.items() if k in cls.__dataclass_fields__})
+def read_draft_config(path, base):
+    "`base` (the config derived from the target) with the fields a draft config.json names: the kit's or SpecForge's layout."
+    raw = json.loads(Path(path).read_text())
+    flat = dict(raw)
+    flat.update(raw.get("dflash_config") or {})                      # SpecForge DFlash: mask_token_id, target_layer_ids
+    eagle = raw.get("eagle_config") or {}
+    if eagle.get("eagle_aux_hidden_state_layer_ids"):
+        flat["eagle_aux_hidden_state_layer_ids"] = eagle["eagle_aux_hidden_state_layer_ids"]
+    if "rope_parameters" not in raw and "rope_theta" in raw:       # transformers' older spelling
+        flat["rope_parameters"] = {**(raw.get("rope_scaling") or {"rope_type": "default"}), "rope_theta": raw["rope_theta"]}
+    for k in ("num_target_layers", "vocab_size"):                  # facts about the target: they must agree
+        if k in raw and raw[k] != getattr(base, k):
+            raise ConfigError(f"{path} was written for a target with {k} = {raw[k]}; this target has {getattr(base, k)}. "
+                              "Use a draft config made for this target, or none (it is derived from the target).")
+    known = {k: v for k, v in flat.items() if k in type(base).__dataclass_fields__ and k != "target_digest"}
+    cfg = replace(base, **known)
+    L = cfg.num_target_layers
+    ids = getattr(cfg, "target_layer_ids", None) or getattr(cfg, "eagle_aux_hidden_state_layer_ids", [])
+    bad = [i for i in ids if not 0 <= i < L]
+    if bad: raise ConfigError(f"{path}: target layer ids {bad} are out of range for this target's {L} layers (0..{L - 1}).")
+    return cfg
 
 class DFlashRecipe:
     "DFlash: random anchors per sample and epoch, one pass over all blocks, decayed or D-PACE weighted CE."
     name = "dflash"
     def __init__(self, cfg: DraftTrainConfig, target_config, mask_token_id: int, target_digest: str):
-        if cfg.draft_config_path: dc = _config_from_file(DFlashConfig, cfg.draft_config_path)
-        else:
-            dc = DFlashConfig.from_target(target_config, mask_token_id=mask_token_id, num_draft_layers=cfg.num_draft_layers,
-                                          block_size=cfg.block_size, target_layer_ids=cfg.target_layer_ids or None,
-                                          num_feature_layers=cfg.num_feature_layers, attention_backend=cfg.attention_backend,
-                                          target_digest=target_digest)
+        dc = DFlashConfig.from_target(target_config, mask_token_id=mask_token_id, num_draft_layers=cfg.num_draft_layers,
+                                      block_size=cfg.block_size, target_layer_ids=cfg.target_layer_ids or None,
+                                      num_feature_layers=cfg.num_feature_layers, attention_backend=cfg.attention_backend,
+                                      target_digest=target_digest)
+        if cfg.draft_config_path: dc = read_draft_config(cfg.draft_config_path, dc).validate()
         self.cfg, self.model = cfg, DFlashDraftModel(dc)
         if self.model.mask_embedding is not None: self.mask_init = True
     @property
@@ -169,11 +191,10 @@ class Eagle3Recipe:
     "EAGLE-3: features of 3 target layers plus the last hidden state (for the target's distribution), TTT unrolled."
     name = "eagle3"
     def __init__(self, cfg: DraftTrainConfig, target_config, mask_token_id: int, target_digest: str):
-        if cfg.draft_config_path: ec = _config_from_file(Eagle3Config, cfg.draft_config_path)
-        else:
-            V = target_config.vocab_size
-            ec = Eagle3Config.from_target(target_config, min(cfg.draft_vocab_size or V, V),
-                                          cfg.eagle_aux_hidden_state_layer_ids or None, cfg.ttt_length, target_digest)
+        V = target_config.vocab_size
+        ec = Eagle3Config.from_target(target_config, min(cfg.draft_vocab_size or V, V),
+                                      cfg.eagle_aux_hidden_state_layer_ids or None, cfg.ttt_length, target_digest)
+        if cfg.draft_config_path: ec = read_draft_config(cfg.draft_config_path, ec)
         self.cfg, self.model = cfg, Eagle3DraftModel(ec)
     @property
     def layer_ids(self):   # the last layer's output is transformers' final (normed) hidden state: the LM head gives the target's logits
@@ -227,19 +248,20 @@ class DraftTrainer:
         self.precision = resolve_precision(cfg.precision, self.device)
         self.scaler = make_grad_scaler(self.precision)     # fp16 on CUDA needs loss scaling; otherwise a pass-through
         self.online = not cfg.train_hidden_states_path
+        self.cache_dir = Path(cfg.cache_dir) if cfg.cache_dir else self.out / "cache"   # tokenised data, draft vocabulary
         if target is None and (self.online or cfg.mask_token_id == "auto"):
-            target = TargetModel.from_pretrained(cfg.target_model_path, device=self.device, load_tokenizer=True)
+            target = TargetModel.from_pretrained(cfg.target_model_path, device=self.device, load_tokenizer=True,
+                                                 trust_remote_code=cfg.trust_remote_code)
         self.target = target if self.online else None
-        if cfg.chat_template and target is not None:
-            p = Path(cfg.chat_template)
-            target.tokenizer.chat_template = p.read_text() if p.is_file() else cfg.chat_template
+        if cfg.chat_template and target is not None:   # a file, a name (chatml, qwen, llama3) or a Jinja string
+            target.tokenizer.chat_template = chat_template_from(cfg.chat_template)
         if target is not None:
             self.tables, tconf, digest, tok = target.embeddings_and_head(), target.config, target.digest(), target.tokenizer
         else:
             from transformers import AutoConfig
             from mdlm_kit.targets import resolve_target, target_digest
             path, gguf = resolve_target(cfg.target_model_path)
-            tconf = AutoConfig.from_pretrained(path, **({"gguf_file": gguf} if gguf else {}))
+            tconf = AutoConfig.from_pretrained(path, trust_remote_code=cfg.trust_remote_code, **({"gguf_file": gguf} if gguf else {}))
             self.tables = TargetEmbeddingsAndHead.from_pretrained(cfg.target_model_path, cfg.embedding_key, cfg.lm_head_key)
             digest, tok = target_digest(tconf, self.tables.embed_weight), None
         self.tables = self.tables.to(self.device)
@@ -252,7 +274,7 @@ class DraftTrainer:
         self.train_set, self.data_id = self._load_data(cfg.train_data_path, cfg.train_hidden_states_path, tok, digest)
         self.eval_set = (self._load_data(cfg.eval_data_path, cfg.eval_hidden_states_path, tok, digest)[0]
                          if (cfg.eval_data_path or cfg.eval_hidden_states_path) else None)
-        self.recipe.prepare(self.train_set, self.out / "cache", self.data_id)
+        self.recipe.prepare(self.train_set, self.cache_dir, self.data_id)
         self.n_batches = -(-len(self.train_set) // cfg.batch_size)
         if cfg.feature_scaled_init:   # the first batch (fixed by the seed) sets the scale of the feature projection
             self.recipe.init_from_features(self.batch(self.train_set, self.micro_batch(0)[0])[2].cpu())
@@ -297,7 +319,7 @@ class DraftTrainer:
             return _FeatureView(ds, samples), f"features:{ds.index['data_key']}:{ds.index['n_samples']}:{ds.index['target_digest']}"
         if tok is None: raise TargetError("online training needs the target's tokenizer.")
         data = build_chat_dataset(data_path, tok, c.max_length, c.train_only_last_turn, c.is_preformatted,
-                                  cache_dir=self.out / "cache", min_loss_tokens=self.recipe.min_loss_tokens(), log=self.log)
+                                  cache_dir=self.cache_dir, min_loss_tokens=self.recipe.min_loss_tokens(), log=self.log)
         return data, "chat:" + dataset_key(data_path, tok, c.max_length, c.train_only_last_turn, c.is_preformatted)
 
     def batch(self, data, indices, pad_id: int = 0):

@@ -15,9 +15,10 @@ import torch.nn.functional as F
 from .device import KitError
 
 # %% auto #0
-__all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'TargetError', 'resolve_target', 'TargetOutput', 'weights_fingerprint',
-           'target_digest', 'digests_match', 'TargetModel', 'TargetEmbeddingsAndHead', 'target_shape',
-           'rotary_embedding', 'feature_scaled_init_', 'tiny_tokenizer', 'tiny_target']
+__all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'LLAMA3_TEMPLATE', 'CHAT_TEMPLATES', 'TargetError', 'resolve_target',
+           'TargetOutput', 'weights_fingerprint', 'target_digest', 'digests_match', 'TargetModel',
+           'TargetEmbeddingsAndHead', 'target_shape', 'rotary_embedding', 'feature_scaled_init_', 'chat_template_from',
+           'tiny_tokenizer', 'tiny_target']
 
 # %% ../nbs/10_targets.ipynb #d1437718
 class TargetError(KitError, ValueError):
@@ -91,11 +92,13 @@ class TargetModel(nn.Module):
         for p in self.model.parameters(): p.requires_grad_(False)
 
     @classmethod
-    def from_pretrained(cls, name_or_path, device="cpu", dtype=torch.float32, load_tokenizer: bool = True):
-        "Load a target by name, .gguf file, directory or hub id (see `resolve_target`)."
+    def from_pretrained(cls, name_or_path, device="cpu", dtype=torch.float32, load_tokenizer: bool = True,
+                        trust_remote_code: bool = False):
+        "Load a target by name, .gguf file, directory or hub id (see `resolve_target`); `trust_remote_code` runs the repo's own model code."
         from transformers import AutoModelForCausalLM, AutoTokenizer
         path, gguf = resolve_target(name_or_path)
         kw = {"gguf_file": gguf} if gguf else {}
+        if trust_remote_code: kw["trust_remote_code"] = True
         try:
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kw)
             tok = AutoTokenizer.from_pretrained(path, **kw) if load_tokenizer else None
@@ -222,6 +225,24 @@ CHATML_TEMPLATE = (
     "{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\\n' }}"
     "{% else %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}{% endif %}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+LLAMA3_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' }}"
+    "{% if message['role'] == 'assistant' %}{% generation %}{{ message['content'] | trim + '<|eot_id|>' }}{% endgeneration %}"
+    "{% else %}{{ message['content'] | trim + '<|eot_id|>' }}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+
+CHAT_TEMPLATES = {"chatml": CHATML_TEMPLATE, "qwen": CHATML_TEMPLATE, "llama3": LLAMA3_TEMPLATE}
+
+def chat_template_from(spec: str) -> str:
+    "A Jinja chat template from `spec`: a file, a name the reference trainers use (see `CHAT_TEMPLATES`), or the template itself."
+    from pathlib import Path
+    if Path(spec).is_file(): return Path(spec).read_text(encoding="utf-8")
+    if spec.lower() in CHAT_TEMPLATES: return CHAT_TEMPLATES[spec.lower()]
+    if "{{" in spec or "{%" in spec: return spec
+    raise TargetError(f"--chat-template {spec!r} is neither a file, a Jinja template nor a known name "
+                      f"({', '.join(CHAT_TEMPLATES)}); omit it to use the tokenizer's own template.")
 
 def tiny_tokenizer(texts=None, vocab_size: int = 320, chat_template: str | None = CHATML_TEMPLATE):
     "A small byte-level BPE with ChatML specials (`<|im_start|>`, `<|im_end|>`) and a chat template."
