@@ -9,21 +9,21 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import NamedTuple
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from .checkpoint import CheckpointError, load_model_dir, save_model_dir
-from .layers import RMSNorm, SwiGLU, apply_rope
+from .layers import GatedMLP, RMSNorm, apply_rope
 from .device import KitError, cast_weights
-from .targets import rotary_embedding, target_shape
+from .targets import flatten_draft_config, rotary_embedding, target_shape
 
 # %% auto #0
-__all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ATTENTION_BACKENDS', 'DFlashError', 'build_target_layer_ids', 'sample_anchors',
-           'dflash_blocks', 'dflash_mask_mod', 'dflash_attention_mask', 'dflash_position_weights', 'DFlashConfig',
-           'BlockStructure', 'DFlashAttention', 'DFlashLayer', 'DFlashDraftModel', 'block_metrics', 'dflash_forward',
-           'draft_block', 'DFlashContextCache']
+__all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ARCHITECTURE', 'LEGACY_MODEL_TYPE', 'ATTENTION_BACKENDS', 'DFlashError',
+           'build_target_layer_ids', 'sample_anchors', 'dflash_blocks', 'dflash_mask_mod', 'dflash_attention_mask',
+           'dflash_position_weights', 'DFlashConfig', 'BlockStructure', 'DFlashAttention', 'DFlashLayer',
+           'DFlashDraftModel', 'reference_config', 'is_dflash_config', 'block_metrics', 'dflash_forward', 'draft_block',
+           'DFlashContextCache']
 
 # %% ../nbs/12_dflash.ipynb #c680a109
 class DFlashError(KitError, ValueError):
@@ -118,7 +118,9 @@ def dflash_position_weights(valid: torch.Tensor, loss_type: str = "dflash", gamm
     return w, torch.tensor(float(batch), dtype=m.dtype, device=valid.device)
 
 # %% ../nbs/12_dflash.ipynb #a9748244
-MODEL_TYPE = "mdlm_kit_dflash"
+MODEL_TYPE = "qwen3"                 # the reference layout: a Qwen3 config with DFlash fields, as z-lab/dflash and SGLang load
+ARCHITECTURE = "DFlashDraftModel"
+LEGACY_MODEL_TYPE = "mdlm_kit_dflash"  # the kit's first layout (MLP w1/w2/w3), still read
 ATTENTION_BACKENDS = ("eager", "sdpa", "flex_attention", "structured")
 
 @dataclass
@@ -258,7 +260,7 @@ class DFlashLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.self_attn = DFlashAttention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.mlp = SwiGLU(SimpleNamespace(d_model=cfg.hidden_size, ffn_dim=cfg.intermediate_size))
+        self.mlp = GatedMLP(cfg.hidden_size, cfg.intermediate_size)
     def forward(self, x, ctx, cos, sin, mask, backend, ctx_kv=None):
         x = x + self.self_attn(self.input_layernorm(x), ctx, cos, sin, mask, backend, ctx_kv)
         return x + self.mlp(self.post_attention_layernorm(x))
@@ -301,23 +303,47 @@ class DFlashDraftModel(nn.Module):
         return self.norm(x)
 
     def save_pretrained(self, directory, dtype=None):
-        "config.json (block_size, target_layer_ids, mask_token_id, num_target_layers, RoPE, …) + model.safetensors."
+        "The reference layout: a Qwen3 config.json with `block_size`, `num_target_layers`, `dflash_config` + model.safetensors."
         sd = {k: v for k, v in self.state_dict().items() if not k.startswith("rotary.")}
-        cfg = {"model_type": MODEL_TYPE, "architectures": ["DFlashDraftModel"], **asdict(self.config)}
-        return save_model_dir(directory, sd, cfg, dtype=dtype)
+        return save_model_dir(directory, sd, reference_config(self.config), dtype=dtype)
 
     @classmethod
     def from_pretrained(cls, directory, device="cpu", dtype=torch.float32):
+        "A drafter saved by the kit (either layout) or by the DFlash reference code / SpecForge."
         tensors, cfg = load_model_dir(directory)
-        if cfg.get("model_type") != MODEL_TYPE:
+        if not is_dflash_config(cfg):
             raise CheckpointError(f"{str(directory)!r} holds a {cfg.get('model_type')!r} model, not a DFlash drafter.")
-        known = {k: v for k, v in cfg.items() if k in DFlashConfig.__dataclass_fields__}
+        flat = flatten_draft_config(cfg)
+        known = {k: v for k, v in flat.items() if k in DFlashConfig.__dataclass_fields__}
         model = cls(DFlashConfig(**known))
+        old = {".mlp.w1.": ".mlp.gate_proj.", ".mlp.w3.": ".mlp.up_proj.", ".mlp.w2.": ".mlp.down_proj."}
+        for a, b in old.items(): tensors = {k.replace(a, b): v for k, v in tensors.items()}   # the first layout
         missing, unexpected = model.load_state_dict(tensors, strict=False)
         missing = [k for k in missing if not k.startswith("rotary.")]
         if missing or unexpected:
             raise CheckpointError(f"{str(directory)!r} does not match its config.json (missing {missing[:3]}, unexpected {unexpected[:3]}).")
         return cast_weights(model, dtype).to(device)
+
+# %% ../nbs/12_dflash.ipynb #7d103f8d
+def reference_config(c: DFlashConfig) -> dict:
+    "The config.json fields of the reference layout for `c`, plus the kit's own under `mdlm_kit`."
+    rope = dict(c.rope_parameters)
+    return {"architectures": [ARCHITECTURE], "model_type": MODEL_TYPE, "hidden_size": c.hidden_size,
+            "num_hidden_layers": c.num_hidden_layers, "num_attention_heads": c.num_attention_heads,
+            "num_key_value_heads": c.num_key_value_heads, "head_dim": c.head_dim, "intermediate_size": c.intermediate_size,
+            "rms_norm_eps": c.rms_norm_eps, "rope_theta": rope.get("rope_theta"),
+            "rope_scaling": None if rope.get("rope_type", "default") == "default" else rope,
+            "max_position_embeddings": c.max_position_embeddings, "vocab_size": c.vocab_size, "hidden_act": "silu",
+            "attention_bias": False, "attention_dropout": 0.0, "tie_word_embeddings": False,
+            "layer_types": ["full_attention"] * c.num_hidden_layers, "block_size": c.block_size,
+            "num_target_layers": c.num_target_layers,
+            "dflash_config": {"mask_token_id": c.mask_token_id, "target_layer_ids": list(c.target_layer_ids)},
+            "mdlm_kit": {"attention_backend": c.attention_backend, "target_digest": c.target_digest,
+                         "rope_parameters": rope}}
+
+def is_dflash_config(cfg: dict) -> bool:
+    "Whether a config.json describes a DFlash drafter (reference layout or the kit's first one)."
+    return cfg.get("model_type") == LEGACY_MODEL_TYPE or (ARCHITECTURE in cfg.get("architectures", []) and "block_size" in cfg)
 
 # %% ../nbs/12_dflash.ipynb #214eab3b
 def block_metrics(ce: torch.Tensor, correct: torch.Tensor, valid: torch.Tensor) -> dict:

@@ -17,7 +17,7 @@ from .config import ConfigError
 from .device import KitError
 from .device import (autocast, get_rng_state, make_grad_scaler, memory_stats, resolve_device, resolve_precision, seed_everything,
                              set_rng_state, synchronize)
-from .targets import (TargetModel, chat_template_from, TargetEmbeddingsAndHead, TargetError, digests_match,
+from .targets import (TargetModel, chat_template_from, flatten_draft_config, TargetEmbeddingsAndHead, TargetError, digests_match,
                               feature_scaled_init_)
 from .chat_data import build_chat_dataset, dataset_key
 from .features import HiddenStates, FeaturesError
@@ -140,13 +140,7 @@ def resolve_mask_token_id(spec, tokenizer, vocab_size: int) -> int:
 def read_draft_config(path, base):
     "`base` (the config derived from the target) with the fields a draft config.json names: the kit's or SpecForge's layout."
     raw = json.loads(Path(path).read_text())
-    flat = dict(raw)
-    flat.update(raw.get("dflash_config") or {})                      # SpecForge DFlash: mask_token_id, target_layer_ids
-    eagle = raw.get("eagle_config") or {}
-    if eagle.get("eagle_aux_hidden_state_layer_ids"):
-        flat["eagle_aux_hidden_state_layer_ids"] = eagle["eagle_aux_hidden_state_layer_ids"]
-    if "rope_parameters" not in raw and "rope_theta" in raw:       # transformers' older spelling
-        flat["rope_parameters"] = {**(raw.get("rope_scaling") or {"rope_type": "default"}), "rope_theta": raw["rope_theta"]}
+    flat = flatten_draft_config(raw)
     for k in ("num_target_layers", "vocab_size"):                  # facts about the target: they must agree
         if k in raw and raw[k] != getattr(base, k):
             raise ConfigError(f"{path} was written for a target with {k} = {raw[k]}; this target has {getattr(base, k)}. "

@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from .checkpoint import CheckpointError, load_model_dir, save_model_dir
-from .layers import RMSNorm, apply_rope
+from .layers import GatedMLP, RMSNorm, apply_rope
 from .device import KitError, cast_weights
 from .targets import rotary_embedding, target_shape
 
@@ -124,7 +124,7 @@ class Eagle3Layer(nn.Module):
         self.hidden_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.self_attn = Eagle3Attention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.mlp = _LlamaMLP(cfg.hidden_size, cfg.intermediate_size)
+        self.mlp = GatedMLP(cfg.hidden_size, cfg.intermediate_size)
 
     def qkv(self, emb, hidden, cos, sin):
         "q, k, v (B, h, S, d) of the attention input [input_layernorm(emb); hidden_norm(hidden)]."
@@ -145,12 +145,6 @@ class Eagle3Layer(nn.Module):
         mask = None   # new query i sees every past key and the new keys up to itself
         if S > 1: mask = torch.ones(S, P + S, dtype=torch.bool, device=q.device).tril(P)
         return self.out(hidden, F.scaled_dot_product_attention(q, k, v, attn_mask=mask)), (k, v)
-
-class _LlamaMLP(nn.Module):
-    def __init__(self, d, f):
-        super().__init__()
-        self.gate_proj, self.up_proj, self.down_proj = nn.Linear(d, f, bias=False), nn.Linear(d, f, bias=False), nn.Linear(f, d, bias=False)
-    def forward(self, x): return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 class Eagle3DraftModel(nn.Module):
     "EAGLE-3 drafter: fc over 3 target features, one midlayer, final norm, LM head over the draft vocabulary."

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from .config import ConfigError, ModelConfig
 
 # %% auto #0
-__all__ = ['RMSNorm', 'rope_tables', 'apply_rope', 'SwiGLU', 'make_optimizer']
+__all__ = ['RMSNorm', 'rope_tables', 'apply_rope', 'SwiGLU', 'GatedMLP', 'make_optimizer']
 
 # %% ../nbs/02a_layers.ipynb #6e78ba4e
 class RMSNorm(nn.Module):
@@ -44,6 +44,16 @@ class SwiGLU(nn.Module):
         self.w3 = nn.Linear(cfg.d_model, cfg.ffn_dim, bias=False)
         self.w2 = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=False)
     def forward(self, x): return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+# %% ../nbs/02a_layers.ipynb #0fcbcd7f
+class GatedMLP(nn.Module):
+    "SwiGLU with transformers' names: down_proj(silu(gate_proj x) * up_proj x)."
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(dim, hidden, bias=False)
+        self.up_proj = nn.Linear(dim, hidden, bias=False)
+        self.down_proj = nn.Linear(hidden, dim, bias=False)
+    def forward(self, x): return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 # %% ../nbs/02a_layers.ipynb #e7977205
 def make_optimizer(model: torch.nn.Module, tc, device: torch.device):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from .dflash import DFlashContextCache, DFlashDraftModel, draft_block
+from .dflash import DFlashContextCache, DFlashDraftModel, draft_block, is_dflash_config
 from .eagle3 import Eagle3ContextCache, Eagle3DraftModel
 from .targets import digests_match
 from .device import KitError, synchronize
@@ -405,7 +405,7 @@ def load_draft(path, device="cpu", dtype=torch.float32):
     "A saved DFlash or EAGLE-3 drafter, by its config.json, with its weights in `dtype` (that of the target it drafts for)."
     cfg = json.loads((Path(path) / "config.json").read_text()) if (Path(path) / "config.json").is_file() else {}
     if "LlamaForCausalLMEagle3" in cfg.get("architectures", []): return Eagle3DraftModel.from_pretrained(path, device, dtype)
-    if cfg.get("model_type") == "mdlm_kit_dflash": return DFlashDraftModel.from_pretrained(path, device, dtype)
+    if is_dflash_config(cfg): return DFlashDraftModel.from_pretrained(path, device, dtype)
     raise SpeculativeError(f"{str(path)!r} is not a saved DFlash or EAGLE-3 drafter (no matching config.json); pass the run's draft/ directory.")
 
 def speculative_decode(target, draft, tables, prompt_ids, max_new_tokens: int, sp: SamplingParams = SamplingParams(),

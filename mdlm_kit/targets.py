@@ -17,8 +17,8 @@ from .device import KitError
 # %% auto #0
 __all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'LLAMA3_TEMPLATE', 'CHAT_TEMPLATES', 'TargetError', 'resolve_target',
            'TargetOutput', 'weights_fingerprint', 'target_digest', 'digests_match', 'TargetModel',
-           'TargetEmbeddingsAndHead', 'target_shape', 'rotary_embedding', 'feature_scaled_init_', 'chat_template_from',
-           'tiny_tokenizer', 'tiny_target']
+           'TargetEmbeddingsAndHead', 'target_shape', 'flatten_draft_config', 'rotary_embedding',
+           'feature_scaled_init_', 'chat_template_from', 'tiny_tokenizer', 'tiny_target']
 
 # %% ../nbs/10_targets.ipynb #d1437718
 class TargetError(KitError, ValueError):
@@ -197,6 +197,17 @@ def target_shape(c) -> dict:
                 head_dim=getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
                 intermediate_size=c.intermediate_size, rms_norm_eps=float(c.rms_norm_eps), rope_parameters=rope,
                 max_position_embeddings=c.max_position_embeddings, vocab_size=c.vocab_size)
+
+def flatten_draft_config(raw: dict) -> dict:
+    "A drafter's config.json as flat fields: nested `dflash_config`, `eagle_config` and `mdlm_kit` blocks lifted, `rope_theta` as `rope_parameters`."
+    flat = dict(raw)
+    flat.update(raw.get("dflash_config") or {})                        # DFlash reference: mask_token_id, target_layer_ids
+    ids = (raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+    if ids: flat["eagle_aux_hidden_state_layer_ids"] = ids
+    if isinstance(raw.get("mdlm_kit"), dict): flat.update(raw["mdlm_kit"])   # the kit's own extra fields
+    if "rope_parameters" not in flat and "rope_theta" in raw:        # transformers' older spelling
+        flat["rope_parameters"] = {**(raw.get("rope_scaling") or {"rope_type": "default"}), "rope_theta": raw["rope_theta"]}
+    return flat
 
 def rotary_embedding(cfg):
     "transformers' Llama rotary embedding for a drafter config's RoPE settings (`cfg` has the `target_shape` fields)."

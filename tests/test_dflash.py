@@ -194,3 +194,39 @@ def test_structured_backend_trains_like_sdpa(tiny, tmp_path):
     (ra, ga), (rb, gb) = res["sdpa"], res["structured"]
     assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5) and len(ga) == len(gb) > 0
     assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(ga, gb))   # the same gradients
+
+
+def test_saved_drafter_has_the_reference_layout_and_the_first_layout_still_loads(tmp_path):
+    """Names and config fields the DFlash reference loader reads (z-lab/dflash model/dflash.py at a3516f8: a
+    Qwen3PreTrainedModel with fc, hidden_norm, norm, layers.i.{input,post_attention}_layernorm,
+    layers.i.self_attn.{q,k,v,o}_proj and {q,k}_norm, layers.i.mlp.{gate,up,down}_proj; config.block_size,
+    num_target_layers, dflash_config.{mask_token_id,target_layer_ids})."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+    from transformers import Qwen3Config
+    from mdlm_kit.dflash import DFlashDraftModel
+    tgt = tiny_target("qwen3", num_layers=6)
+    torch.manual_seed(0)
+    d = DFlashDraftModel(DFlashConfig.from_target(tgt.config, mask_token_id=5, block_size=4, num_feature_layers=2, num_draft_layers=2))
+    d.save_pretrained(tmp_path / "ref")
+    with safe_open(str(tmp_path / "ref" / "model.safetensors"), "pt") as f: names = set(f.keys())
+    per_layer = ["input_layernorm", "post_attention_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                 "self_attn.o_proj", "self_attn.q_norm", "self_attn.k_norm", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
+    expected = {"fc.weight", "hidden_norm.weight", "norm.weight"} | {f"layers.{i}.{n}.weight" for i in range(2) for n in per_layer}
+    assert names == expected
+    c = Qwen3Config.from_pretrained(tmp_path / "ref")              # the reference builds its model from this config
+    assert (c.block_size, c.num_target_layers, c.num_hidden_layers) == (4, 6, 2)
+    assert c.dflash_config == {"mask_token_id": 5, "target_layer_ids": d.config.target_layer_ids}
+    assert c.rope_parameters["rope_theta"] == tgt.config.rope_parameters["rope_theta"]
+    # the kit's first layout: model_type mdlm_kit_dflash, flat fields, MLP w1/w3/w2
+    old = tmp_path / "old"
+    old.mkdir()
+    sd = {k.replace(".mlp.gate_proj.", ".mlp.w1.").replace(".mlp.up_proj.", ".mlp.w3.").replace(".mlp.down_proj.", ".mlp.w2."): v
+          for k, v in d.state_dict().items() if not k.startswith("rotary.")}
+    save_file({k: v.contiguous() for k, v in sd.items()}, str(old / "model.safetensors"))
+    from dataclasses import asdict
+    (old / "config.json").write_text(json.dumps({"model_type": "mdlm_kit_dflash", "architectures": ["DFlashDraftModel"],
+                                                 **asdict(d.config)}))
+    back = DFlashDraftModel.from_pretrained(old)
+    for k, v in d.state_dict().items():
+        if not k.startswith("rotary."): assert torch.equal(back.state_dict()[k], v), k
