@@ -61,6 +61,7 @@ class TrainingConfig:
     learning_rate: float = 3e-3
     min_lr: float = -1.0          # where the cosine ends; -1: at learning_rate, i.e. constant after warm-up (lesson 08)
     warmup_steps: int = 60
+    decay_steps: int = 0          # the last N steps fall linearly to 0 (warmup-stable-decay); 0: no final decay
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.98
@@ -123,6 +124,8 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     _check(t.min_lr == -1 or 0 <= t.min_lr <= t.learning_rate, "training.min_lr",
            "must be in [0, training.learning_rate], or -1 for a constant rate after warm-up")
     _check(0 <= t.warmup_steps < t.max_steps, "training.warmup_steps", "must be >= 0 and < training.max_steps")
+    _check(0 <= t.decay_steps <= t.max_steps - t.warmup_steps, "training.decay_steps",
+           "must be >= 0 and at most training.max_steps - training.warmup_steps")
     _check(0 <= t.beta1 < 1 and 0 <= t.beta2 < 1, "training.beta1/beta2", "must be in [0, 1)")
     _check(t.optimizer in ("adamw", "adamw_8bit"), "training.optimizer", "must be 'adamw' or 'adamw_8bit'")
     _check(t.objective in OBJECTIVES, "training.objective", f"must be one of {', '.join(OBJECTIVES)}")

@@ -54,11 +54,14 @@ class TrainingError(KitError, RuntimeError):
     "Training stopped; the message says why and what was kept."
 
 def lr_at(step: int, tc) -> float:
-    "Learning rate for optimizer step `step` (0-based): linear warmup, then cosine decay to `min_lr` (-1: no decay)."
+    "Learning rate for optimizer step `step` (0-based): linear warmup, then cosine decay to `min_lr` (-1: no decay); the last `decay_steps` fall linearly to 0."
     if step < tc.warmup_steps: return tc.learning_rate * (step + 1) / tc.warmup_steps
     lo = tc.learning_rate if tc.min_lr < 0 else tc.min_lr
-    frac = min(1.0, (step - tc.warmup_steps) / max(1, tc.max_steps - tc.warmup_steps))
-    return lo + 0.5 * (tc.learning_rate - lo) * (1 + math.cos(math.pi * frac))
+    left = tc.max_steps - step
+    s = min(step, tc.max_steps - tc.decay_steps)          # the schedule holds where the final decay starts
+    frac = min(1.0, (s - tc.warmup_steps) / max(1, tc.max_steps - tc.warmup_steps))
+    lr = lo + 0.5 * (tc.learning_rate - lo) * (1 + math.cos(math.pi * frac))
+    return lr * left / tc.decay_steps if 0 < left <= tc.decay_steps else lr
 
 # %% ../nbs/08_train.ipynb #e5d64cb3
 RESUME_MAY_CHANGE = {"training.max_steps", "training.log_interval", "training.eval_interval", "training.save_interval",
@@ -74,7 +77,7 @@ def _flatten(d: dict, prefix="") -> dict:
 
 # keys added to the config later, with the value that runs saved before them had in effect
 LEGACY_DEFAULTS = {"model.head_bias": False, "model.local_mixing": 0, "model.tie_embeddings": True, "training.objective": "mdlm",
-                   "training.masking": "bernoulli"}
+                   "training.masking": "bernoulli", "training.decay_steps": 0}
 
 def resume_mismatches(saved: dict, current: dict) -> list[str]:
     "Keys whose values differ between the checkpoint's config and this run's, ignoring those a resume may change."

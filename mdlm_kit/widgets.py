@@ -6,6 +6,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/widgets.html.md"""
 
 # %% ../nbs/19_widgets.ipynb #e28524e9
 from __future__ import annotations
+import threading
 import torch
 import matplotlib.pyplot as plt
 from .device import KitError
@@ -65,15 +66,31 @@ def anchor_mask_figure(seq_len: int = 32, block_size: int = 4, num_anchors: int 
     return fig, d
 
 # %% ../nbs/19_widgets.ipynb #d063cdee
+_DRAW_LOCK = threading.RLock()
+
 def _interact(fn, **controls):
     "An ipywidgets `interactive` that redraws `fn(**values)` and returns its data (so `.result` is testable)."
     import ipywidgets as W
     from IPython.display import display
+    class Explorer(W.interactive):
+        def update(self, *args):
+            # JupyterLab may deliver a slider change on another kernel thread while a redraw is running; one redraw at
+            # a time, so a second thread's clear_output cannot land after the first one's figure and blank it
+            with _DRAW_LOCK: super().update(*args)
     def show(**kw):
         fig, data = fn(**kw)
-        display(fig); plt.close(fig)
+        display(fig)
+        plt.close(fig)
         return data
-    return W.interactive(show, **controls)
+    return Explorer(show, **controls)
+
+def _float_slider(value: float, lo: float, hi: float, step: float, description: str):
+    "A slider over the exact values lo, lo+step, ..., hi. The browser snaps a FloatSlider's value to its steps in float arithmetic (0.8 comes back as 0.7999999999999999) and sends it back, redrawing while Run All still runs; a selection slider has nothing to snap."
+    import ipywidgets as W
+    options = [round(lo + i * step, 10) for i in range(round((hi - lo) / step) + 1)]
+    if round(value, 10) not in options:
+        raise WidgetError(f"{description} = {value} is not one of the slider's values ({lo} to {hi} by {step}).")
+    return W.SelectionSlider(options=options, value=round(value, 10), description=description)
 
 def anchor_mask_explorer(seq_len: int = 32, block_size: int = 4, num_anchors: int = 4, seed: int = 0, preset: str = "chat"):
     "Sliders for sequence length, block size, number of anchors, seed, and a loss-mask preset."
@@ -87,15 +104,19 @@ def anchor_mask_explorer(seq_len: int = 32, block_size: int = 4, num_anchors: in
 
 # %% ../nbs/19_widgets.ipynb #ecb10644
 def ttt_mask_figure(seq_len: int = 6, ttt_steps: int = 3):
-    "One panel per TTT step j < ttt_steps drawing `ttt_attention_mask(seq_len, j)`; returns (fig, masks)."
+    "`ttt_attention_mask(seq_len, j)` for every step j < ttt_steps, drawn as one picture; returns (fig, masks)."
     masks = [ttt_attention_mask(seq_len, j) for j in range(ttt_steps)]
-    fig, axes = plt.subplots(1, ttt_steps, figsize=(2.2 * ttt_steps + 1, 2.4), squeeze=False, layout="constrained",
-                             width_ratios=[j + 1 for j in range(ttt_steps)])
-    for j, (ax, m) in enumerate(zip(axes[0], masks)):
-        ax.imshow(m.float().numpy(), cmap="Purples", vmin=0, vmax=1.2, interpolation="nearest")
-        for b in range(1, j + 1): ax.axvline(b * seq_len - 0.5, color="k", lw=0.8)
-        ax.set_title(f"step {j}", fontsize=9); ax.set_xlabel("keys: step 0 | 1 | ..."); ax.set_yticks(range(seq_len))
-    axes[0][0].set_ylabel("query position t")
+    # step j's mask is the first j+1 key blocks of the last step's (same rows): one panel shows them all, and stays
+    # readable at every slider setting, where a panel per step shrank the first ones to slivers
+    last, S, T = masks[-1], seq_len, ttt_steps
+    fig, ax = plt.subplots(figsize=(min(11.0, 2.0 + 0.09 * S * T), 1.4 + 0.16 * S), layout="constrained")
+    ax.imshow(last.float().numpy(), cmap="Purples", vmin=0, vmax=1.2, interpolation="nearest", aspect="auto")
+    for b in range(1, T): ax.axvline(b * S - 0.5, color="k", lw=0.8)
+    ax.set_xticks([b * S + (S - 1) / 2 for b in range(T)], [str(b) for b in range(T)])
+    ax.set_yticks(range(0, S, max(1, S // 8)))
+    ax.set_xlabel("key block: the keys step b wrote (step j's queries see blocks 0..j)")
+    ax.set_ylabel("query position t")
+    ax.set_title(f"EAGLE-3 TTT attention, {T} steps: causal over step-0 keys, then only its own position", fontsize=9)
     return fig, masks
 
 def ttt_mask_explorer(seq_len: int = 6, ttt_steps: int = 3):
@@ -131,7 +152,7 @@ def decay_explorer(block_size: int = 16, gamma: float = 7.0):
     "Sliders for the block size and gamma."
     import ipywidgets as W
     return _interact(decay_weights_figure, block_size=W.IntSlider(block_size, 2, 32, description="block size"),
-                     gamma=W.FloatSlider(value=gamma, min=0.5, max=20.0, step=0.5, description="gamma"))
+                     gamma=_float_slider(gamma, 0.5, 20.0, 0.5, "gamma"))
 
 # %% ../nbs/19_widgets.ipynb #184393d5
 def dpace_weights(confidences, alpha: float = 0.5) -> dict:
@@ -160,7 +181,7 @@ def dpace_explorer(confidences: str = "0.9, 0.8, 0.7, 0.5, 0.4, 0.3, 0.2", alpha
     "A text box of per-slot confidences and an alpha slider."
     import ipywidgets as W
     return _interact(dpace_weights_figure, confidences=W.Text(confidences, description="confidences"),
-                     alpha=W.FloatSlider(value=alpha, min=0.0, max=1.0, step=0.05, description="alpha"))
+                     alpha=_float_slider(alpha, 0.0, 1.0, 0.05, "alpha"))
 
 # %% ../nbs/19_widgets.ipynb #a63cc746
 def ttt_weights_figure(length: int = 7, decay: float = 0.8):
@@ -172,7 +193,7 @@ def ttt_weights_explorer(length: int = 7, decay: float = 0.8):
     "Sliders for the TTT length and the decay."
     import ipywidgets as W
     return _interact(ttt_weights_figure, length=W.IntSlider(length, 1, 12, description="TTT length"),
-                     decay=W.FloatSlider(value=decay, min=0.1, max=1.0, step=0.05, description="decay"))
+                     decay=_float_slider(decay, 0.1, 1.0, 0.05, "decay"))
 
 # %% ../nbs/19_widgets.ipynb #24243e14
 def elbo_weight_figure(t_min: float = 0.02):
@@ -188,4 +209,4 @@ def elbo_weight_figure(t_min: float = 0.02):
 def elbo_weight_explorer(t_min: float = 0.02):
     "A slider for the smallest time shown."
     import ipywidgets as W
-    return _interact(elbo_weight_figure, t_min=W.FloatSlider(value=t_min, min=0.001, max=0.5, step=0.001, description="t min"))
+    return _interact(elbo_weight_figure, t_min=_float_slider(t_min, 0.001, 0.5, 0.001, "t min"))

@@ -31,9 +31,16 @@ def test_anchor_mask_figure_draws_the_trainer_mask():
 
 def test_ttt_mask_and_weight_figures():
     fig, masks = W.ttt_mask_figure(5, 4)
-    assert len(fig.axes) == 4 and all(torch.equal(m, ttt_attention_mask(5, j)) for j, m in enumerate(masks))
+    assert all(torch.equal(m, ttt_attention_mask(5, j)) for j, m in enumerate(masks))
     assert masks[3].shape == (5, 20) and masks[3].sum() == 15 + 3 * 5
+    (ax,) = fig.axes                                   # one panel: the drawn image is the last step's mask
+    assert (ax.images[0].get_array() == masks[3].float().numpy()).all() and len(ax.get_xticks()) == 4
     plt.close(fig)
+    for S, T in ((16, 7), (2, 1)):                       # the slider extremes: a readable size, one tick per key block
+        fig, _ = W.ttt_mask_figure(S, T)
+        w, h = fig.get_size_inches()
+        assert 2 <= w <= 11 and 1.5 <= h <= 4.5 and len(fig.axes[0].get_xticks()) == T
+        plt.close(fig)
     fig, w = W.ttt_weights_figure(3, 0.5)
     assert _bars(fig) == pytest.approx([1, 0.5, 0.25]) and "0.5^j" in fig.axes[0].get_title()
     plt.close(fig)
@@ -58,9 +65,24 @@ def test_elbo_weight_and_explorers_rerun_on_change():
     plt.close(fig)
     ex = W.decay_explorer(block_size=4, gamma=1.0)
     assert ex.result == pytest.approx([1.0, 0.36787944, 0.13533528])
-    ex.children[1].value = 1000.0 if ex.children[1].max >= 1000 else ex.children[1].max
-    assert ex.result[2] > 0.9
+    ex.children[1].value = ex.children[1].options[-1]          # gamma 20
+    assert ex.result[2] == pytest.approx(0.9048374, abs=1e-6)
     ex = W.anchor_mask_explorer(seq_len=20, num_anchors=2)
     ex.children[4].value = "last-turn"
     assert all(a >= 13 for a in ex.result["anchors"].tolist())
+    plt.close("all")
+
+
+def test_float_sliders_hold_their_defaults_exactly_and_redraws_take_turns():
+    "The browser snaps a FloatSlider's default in float arithmetic and sends it back; these sliders have exact values."
+    import threading
+    ex = W.ttt_weights_explorer(length=7, decay=0.8)
+    assert ex.children[1].value == 0.8 and 0.8 in ex.children[1].options
+    assert W.elbo_weight_explorer(t_min=0.02).children[0].value == 0.02
+    with pytest.raises(ValueError, match="not one of the slider's values"): W.ttt_weights_explorer(decay=0.83)
+    # redraws from two threads at once: each completes whole, the last one wins
+    ts = [threading.Thread(target=lambda v=v: setattr(ex.children[1], "value", v)) for v in (0.5, 0.9)]
+    for t in ts: t.start()
+    for t in ts: t.join()
+    assert ex.result == pytest.approx(W.ttt_step_weights(7, ex.children[1].value))
     plt.close("all")

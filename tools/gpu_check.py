@@ -204,6 +204,17 @@ def check_speculate(a, work):
         res = json.loads((work / f"speculate-{name}.json").read_text())
         out[name] = {k: res[k] for k in ("tau_pooled", "tokens_per_s", "baseline_tokens_per_s", "speedup", "lossless")}
         if res["lossless"] is not True: raise AssertionError(f"{name}: speculative output differs from greedy decoding: {out}")
+    # sampled decoding (the device's probabilities, the CPU generator's draws) and the EAGLE-3 tree, on the device
+    for name, extra in (("dflash-sampled", ["--temperature", "0.8", "--top-k", "20"]),
+                        ("eagle3-sampled", ["--temperature", "0.8", "--top-p", "0.9"]),
+                        ("eagle3-tree", ["--tree-nodes", "8", "--num-draft-tokens", "3"])):
+        d = a.drafts[name.split("-")[0]]
+        sh([*CLI, "speculate", "--target", a.target, "--draft", d, "--prompts", prompts, "--output", work / f"speculate-{name}.json",
+            "--max-new-tokens", 32, "--device", a.device, "--no-progress", "--baseline", *extra])
+        res = json.loads((work / f"speculate-{name}.json").read_text())
+        out[name] = {k: res.get(k) for k in ("tau_pooled", "tokens", "speedup", "lossless")}
+        if res["tokens"] < 4: raise AssertionError(f"{name}: decoded only {res['tokens']} tokens: {res}")
+        if name == "eagle3-tree" and res["lossless"] is not True: raise AssertionError(f"{name}: not lossless: {res}")
     return out
 
 
