@@ -72,4 +72,6 @@ bench: install
 	$(BIN)/python bench/train_step.py --profile --compile
 	$(BIN)/python bench/logits_memory.py
 	$(BIN)/python bench/dflash_attention.py
-	$(BIN)/python bench/speculate.py --tree-nodes 6 --dflash-draft-tokens 1,2,3   # needs the drafters of nbs/18_drafter_recipes; skips the missing ones
+	$(BIN)/python bench/decode_precision.py --rounds 3
+	$(BIN)/python bench/eagle3_cache.py
+	$(BIN)/python bench/speculate.py --tree-nodes 8 --num-draft-tokens 3 --dflash-draft-tokens 3 --num-prompts 12 --max-new-tokens 48 --repeats 2   # needs the drafters of nbs/18_drafter_recipes; skips the missing ones

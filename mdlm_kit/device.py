@@ -98,7 +98,7 @@ def cpu_supports_bf16() -> bool | None:
     return any(f in flags for f in ("avx512_bf16", "amx_bf16"))
 
 # %% ../nbs/00_device.ipynb #04da17dd
-BF16_CPU_MAX_TOKENS = 4   # without native bf16, forwards of more tokens per sequence run faster in fp32 (measured)
+BF16_CPU_MAX_TOKENS = 1   # without native bf16: only one-token forwards in bf16 (faster above 4 tokens, exact above 1: fp32)
 
 def inference_precision(precision: str | None, device: torch.device, tokens_per_forward: int = 1) -> Precision:
     "Weights for decoding: `auto` is bf16 on bf16 GPUs (else fp16) and MPS fp16; on a CPU bf16, unless forwards of many tokens need native bf16."

@@ -225,8 +225,8 @@ def add_draft_commands(sub):
     p.add_argument("--output", help="write the JSON here too")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--device", help="auto, cpu, cuda or mps")
-    p.add_argument("--precision", default="auto", help="weights of target and drafter: auto (bf16 on GPUs; on a CPU bf16 when "
-                   "a cycle verifies at most 4 tokens or the CPU has native bf16, else fp32), fp32, bf16 or fp16 (GPU)")
+    p.add_argument("--precision", default="auto", help="weights of target and drafter: auto (bf16 on GPUs; fp32 on a CPU "
+                   "without native bf16, where bf16 verification is slower and not token-exact), fp32, bf16 or fp16 (GPU)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar"); p.set_defaults(fn=cmd_speculate)
 
     for algo, desc in (("dflash", "Train a DFlash block-diffusion drafter"), ("eagle3", "Train an EAGLE-3 drafter with training-time test")):
