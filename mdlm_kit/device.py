@@ -101,7 +101,7 @@ def cpu_supports_bf16() -> bool | None:
 BF16_CPU_MAX_TOKENS = 1   # without native bf16: only one-token forwards in bf16 (faster above 4 tokens, exact above 1: fp32)
 
 def inference_precision(precision: str | None, device: torch.device, tokens_per_forward: int = 1) -> Precision:
-    "Weights for decoding: `auto` is bf16 on bf16 GPUs (else fp16) and MPS fp16; on a CPU bf16, unless forwards of many tokens need native bf16."
+    "Weights for decoding: `auto` is bf16 on bf16 GPUs (else fp16), fp16 on MPS; on a CPU bf16 for one-token forwards, fp32 for more without native bf16."
     p, dt = (precision or "auto").strip().lower(), device.type
     if p == "auto":
         if dt == "cuda": p = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
@@ -215,7 +215,7 @@ def synchronize(device: torch.device):
 from torch.overrides import TorchFunctionMode
 
 FACTORIES = {"tensor", "as_tensor", "arange", "zeros", "ones", "full", "empty", "rand", "randn", "randint", "randperm",
-             "linspace", "eye", "zeros_like_", "tril_indices", "triu_indices"}
+             "linspace", "eye", "tril_indices", "triu_indices"}
 
 class DeviceAudit(TorchFunctionMode):
     "Records tensor factories called from mdlm_kit code without `device=` (as `file:line function`) in `self.found`."
