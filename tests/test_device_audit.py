@@ -87,17 +87,9 @@ def test_trainer_steps_evaluation_and_checkpoints_name_their_devices(tmp_path, t
 
 
 def _draft_trainer(tmp_path, algorithm, **kw):
-    import json
-    import pydoc_data.topics
+    from conftest import save_tiny_target_and_chat
     from mdlm_kit.draft_train import DraftTrainConfig, DraftTrainer
-    tgt = tiny_target("llama", num_layers=5)
-    tgt.model.save_pretrained(tmp_path / "t")
-    tgt.tokenizer.save_pretrained(tmp_path / "t")
-    topics = pydoc_data.topics.topics
-    with open(tmp_path / "chat.jsonl", "w") as f:
-        for i, k in enumerate(sorted(topics)[:6]):
-            f.write(json.dumps({"id": f"c{i}", "conversations": [{"role": "user", "content": f"Explain {k}."},
-                                                                  {"role": "assistant", "content": topics[k][:300]}]}) + "\n")
+    tgt = save_tiny_target_and_chat(tmp_path, "llama")
     extra = dict(block_size=4, num_feature_layers=2, num_anchors=4) if algorithm == "dflash" else dict(ttt_length=2)
     cfg = DraftTrainConfig(train_data_path=str(tmp_path / "chat.jsonl"), eval_data_path=str(tmp_path / "chat.jsonl"),
                            target_model_path=str(tmp_path / "t"), batch_size=2, max_steps=2, eval_interval=2,

@@ -10,17 +10,9 @@ from mdlm_kit.targets import LLAMA3_TEMPLATE, tiny_target
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    import pydoc_data.topics
+    from conftest import save_tiny_target_and_chat
     d = tmp_path_factory.mktemp("seed")
-    tgt = tiny_target("qwen3", num_layers=5)
-    tgt.model.save_pretrained(d / "t")
-    tgt.tokenizer.save_pretrained(d / "t")
-    topics = pydoc_data.topics.topics
-    with open(d / "chat.jsonl", "w") as f:
-        for i, k in enumerate(sorted(topics)[:6]):
-            f.write(json.dumps({"id": f"c{i}", "conversations": [{"role": "user", "content": f"Explain {k}."},
-                                                                  {"role": "assistant", "content": topics[k][:300]}]}) + "\n")
-    return tgt, d
+    return save_tiny_target_and_chat(d, "qwen3"), d
 
 
 def _specforge_config(tgt, **extra) -> dict:
