@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Iterator
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")   # before gradio is imported anywhere: no phoning home
 import torch
-import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 from .device import KitError
 from .sampling import SAMPLERS, decode, diffusion_steps, load_inference, objective_of
 from .speculative import (DecodeResult, SamplingParams, speculative_decode,
@@ -239,8 +239,9 @@ def advice(prompt: str, temperature: float) -> str:
     return ""
 
 def steps_figure(counts: list[int]):
-    "Bar chart of tokens revealed per step."
-    fig, ax = plt.subplots(figsize=(5, 2.2), layout="constrained")
+    "Bar chart of tokens revealed per step (a plain Figure: Gradio draws it on a worker thread, and pyplot is not thread-safe)."
+    fig = Figure(figsize=(5, 2.2), layout="constrained")
+    ax = fig.subplots()
     ax.bar(range(1, len(counts) + 1), counts, color=DIFFUSION_COLORS["new"])
     ax.set_xlabel("step"); ax.set_ylabel("tokens revealed")
     return fig
@@ -261,7 +262,7 @@ def build_app(pg: Playground):
                 status = f"step {f.step}: {f.n_new} revealed, {f.n_masked} masked"
                 yield f.pieces, f.text, status, gr.skip(), gr.skip(), history
         except PlaygroundError as e: raise gr.Error(str(e), print_exception=False) from None
-        fig = steps_figure(counts); plt.close(fig)
+        fig = steps_figure(counts)
         note = advice(prompt, temperature)
         yield (f.pieces, f.text, f"done: {len(history) - 1} steps" + (f". {note}" if note else ""), fig,
                gr.update(minimum=0, maximum=len(history) - 1, value=len(history) - 1, step=1, interactive=True), history)

@@ -6,9 +6,10 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/widgets.html.md"""
 
 # %% ../nbs/19_widgets.ipynb #e28524e9
 from __future__ import annotations
+import io
 import threading
 import torch
-import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 from .device import KitError
 from .diffusion import elbo_weight
 from .dflash import LOSS_TYPES, dflash_attention_mask, dflash_blocks, dflash_position_weights, sample_anchors
@@ -51,8 +52,9 @@ def anchor_mask_figure(seq_len: int = 32, block_size: int = 4, num_anchors: int 
     "Figure of the loss mask with anchors (top) and the block attention mask (bottom); returns (fig, data)."
     d = anchor_mask_data(seq_len, block_size, num_anchors, seed, preset)
     S, bs, mask = seq_len, block_size, d["mask"]
-    fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(8, 1.2 + 0.12 * mask.shape[0] + 0.6), height_ratios=[1, max(3, mask.shape[0] / 4)],
-                                   sharex=True, layout="constrained")
+    rows = mask.shape[0]   # num_anchors * block_size query rows: capped, so 256 rows still fit on a screen
+    fig = Figure(figsize=(8, min(8.5, 1.8 + 0.12 * rows)), layout="constrained")
+    ax0, ax1 = fig.subplots(2, 1, height_ratios=[1, max(3, min(rows / 4, 10))], sharex=True)
     ax0.imshow(d["loss_mask"][None].float().numpy(), cmap="Greens", vmin=0, vmax=1.4, aspect="auto", extent=(-0.5, S - 0.5, 0, 1))
     ax0.scatter(d["anchors"].tolist(), [0.5] * len(d["anchors"]), marker="v", color="crimson", s=40, zorder=3, label="anchor")
     ax0.set_yticks([]); ax0.set_title(f"loss mask ({preset}) and {len(d['anchors'])} anchors", fontsize=9)
@@ -71,16 +73,19 @@ _DRAW_LOCK = threading.RLock()
 def _interact(fn, **controls):
     "An ipywidgets `interactive` that redraws `fn(**values)` and returns its data (so `.result` is testable)."
     import ipywidgets as W
-    from IPython.display import display
+    from IPython.display import Image, display
     class Explorer(W.interactive):
         def update(self, *args):
             # JupyterLab may deliver a slider change on another kernel thread while a redraw is running; one redraw at
             # a time, so a second thread's clear_output cannot land after the first one's figure and blank it
             with _DRAW_LOCK: super().update(*args)
     def show(**kw):
+        # a plain matplotlib Figure, never pyplot's: pyplot's figure list is global, and the inline backend closes
+        # every figure in it when a cell ends, even one another thread is still drawing
         fig, data = fn(**kw)
-        display(fig)
-        plt.close(fig)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=100)
+        display(Image(buf.getvalue()))
         return data
     return Explorer(show, **controls)
 
@@ -109,14 +114,16 @@ def ttt_mask_figure(seq_len: int = 6, ttt_steps: int = 3):
     # step j's mask is the first j+1 key blocks of the last step's (same rows): one panel shows them all, and stays
     # readable at every slider setting, where a panel per step shrank the first ones to slivers
     last, S, T = masks[-1], seq_len, ttt_steps
-    fig, ax = plt.subplots(figsize=(min(11.0, 2.0 + 0.09 * S * T), 1.4 + 0.16 * S), layout="constrained")
+    fig = Figure(figsize=(min(11.0, max(6.0, 2.0 + 0.09 * S * T)), 1.8 + 0.16 * S), layout="constrained")
+    ax = fig.subplots()
     ax.imshow(last.float().numpy(), cmap="Purples", vmin=0, vmax=1.2, interpolation="nearest", aspect="auto")
     for b in range(1, T): ax.axvline(b * S - 0.5, color="k", lw=0.8)
     ax.set_xticks([b * S + (S - 1) / 2 for b in range(T)], [str(b) for b in range(T)])
     ax.set_yticks(range(0, S, max(1, S // 8)))
     ax.set_xlabel("key block: the keys step b wrote (step j's queries see blocks 0..j)")
     ax.set_ylabel("query position t")
-    ax.set_title(f"EAGLE-3 TTT attention, {T} steps: causal over step-0 keys, then only its own position", fontsize=9)
+    ax.set_title(f"EAGLE-3 TTT attention, {T} step{'s' if T > 1 else ''}\n"
+                 "causal over step-0 keys, then only its own position", fontsize=9)
     return fig, masks
 
 def ttt_mask_explorer(seq_len: int = 6, ttt_steps: int = 3):
@@ -135,7 +142,8 @@ def _block_valid(block_size: int) -> torch.Tensor:
 
 def _weight_bars(xs, weights, color: str, xlabel: str, title: str):
     "A bar chart of per-position weights in [0, 1] with the formula as its title."
-    fig, ax = plt.subplots(figsize=(6, 2.5), layout="constrained")
+    fig = Figure(figsize=(6, 2.5), layout="constrained")
+    ax = fig.subplots()
     ax.bar(xs, weights, color=color)
     ax.set_xlabel(xlabel); ax.set_ylabel("weight"); ax.set_ylim(0, 1.05)
     ax.set_title(title, fontsize=10)
@@ -169,7 +177,8 @@ def dpace_weights_figure(confidences: str | list = "0.9, 0.8, 0.7, 0.5, 0.4, 0.3
         except ValueError: raise WidgetError(f"confidences must be numbers separated by commas, not {confidences!r}.") from None
     w = dpace_weights(confidences, alpha)
     k = torch.arange(1, len(confidences) + 1).float()
-    fig, ax = plt.subplots(figsize=(7, 2.8), layout="constrained")
+    fig = Figure(figsize=(7, 2.8), layout="constrained")
+    ax = fig.subplots()
     for i, (name, ws) in enumerate(w.items()):
         ax.bar((k + (i - 1) * 0.27).numpy(), ws, width=0.27, label=name)
     ax.plot(k.numpy(), confidences, "k.--", lw=0.8, label="confidence $q_k$")
@@ -200,7 +209,8 @@ def elbo_weight_figure(t_min: float = 0.02):
     "The MDLM weight `elbo_weight(t)` over t in [t_min, 1], and t * w(t); returns (fig, (t, w))."
     t = torch.linspace(t_min, 1.0, 200)
     w = elbo_weight(t)
-    fig, ax = plt.subplots(figsize=(6, 2.6), layout="constrained")
+    fig = Figure(figsize=(6, 2.6), layout="constrained")
+    ax = fig.subplots()
     ax.plot(t.numpy(), w.numpy(), label=r"$w(t) = 1/t$"); ax.plot(t.numpy(), (t * w).numpy(), "--", label=r"$t \cdot w(t)$ (masked fraction x weight)")
     ax.set_yscale("log"); ax.set_xlabel("diffusion time t (fraction masked)"); ax.set_ylabel("weight"); ax.legend(fontsize=8, frameon=False)
     ax.set_title(r"MDLM ELBO weight $-\alpha'_t/(1-\alpha_t)$ for $\alpha_t = 1-t$", fontsize=10)

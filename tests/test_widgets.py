@@ -86,3 +86,49 @@ def test_float_sliders_hold_their_defaults_exactly_and_redraws_take_turns():
     for t in ts: t.join()
     assert ex.result == pytest.approx(W.ttt_step_weights(7, ex.children[1].value))
     plt.close("all")
+
+
+def _drawn_tick_labels(axis, lim):
+    "The tick labels matplotlib draws: those of ticks inside the view limits."
+    lo, hi = sorted(lim)
+    return [t.label1 for t in axis.get_major_ticks()
+            if lo - 1e-9 <= t.get_loc() <= hi + 1e-9 and t.label1.get_visible() and t.label1.get_text()]
+
+
+def _unreadable(fig) -> list[str]:
+    "What a learner could not read: text cut off at the figure's edge, tick labels that overlap, a figure too big to see."
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    canvas = FigureCanvasAgg(fig)   # what the explorer's savefig draws with
+    canvas.draw()
+    r = canvas.get_renderer()
+    W_px, H_px = canvas.get_width_height()
+    w, h = fig.get_size_inches()
+    problems = [] if 4 <= w <= 11.5 and 1.5 <= h <= 9 else [f"size {w:.1f} x {h:.1f} in"]
+    for ax in fig.axes:
+        b = ax.get_tightbbox(r)   # the axes with everything drawn around it: labels, ticks, title, legend
+        if b.x0 < -1 or b.y0 < -1 or b.x1 > W_px + 1 or b.y1 > H_px + 1:
+            problems.append(f"{ax.get_title()!r} panel reaches past the figure: {b.bounds} in {W_px} x {H_px}")
+        for labels in (_drawn_tick_labels(ax.xaxis, ax.get_xlim()), _drawn_tick_labels(ax.yaxis, ax.get_ylim())):
+            boxes = [l.get_window_extent(r) for l in labels]
+            problems += [f"tick labels {labels[i].get_text()!r} and {labels[i + 1].get_text()!r} overlap"
+                         for i in range(len(boxes) - 1) if boxes[i].overlaps(boxes[i + 1])]
+    return problems
+
+
+CORNERS = {   # each figure at the extremes its explorer's sliders allow
+    W.anchor_mask_figure: [dict(seq_len=s, block_size=b, num_anchors=a) for s in (8, 128) for b in (2, 16) for a in (1, 16)],
+    W.ttt_mask_figure: [dict(seq_len=s, ttt_steps=t) for s in (2, 16) for t in (1, 7)],
+    W.decay_weights_figure: [dict(block_size=b, gamma=g) for b in (2, 32) for g in (0.5, 20.0)],
+    W.dpace_weights_figure: [dict(confidences=c, alpha=a) for c in ("0.5", ", ".join(["0.9"] * 16)) for a in (0.0, 1.0)],
+    W.ttt_weights_figure: [dict(length=n, decay=d) for n in (1, 12) for d in (0.1, 1.0)],
+    W.elbo_weight_figure: [dict(t_min=t) for t in (0.001, 0.5)],
+}
+
+
+@pytest.mark.parametrize("figure", list(CORNERS), ids=lambda f: f.__name__)
+def test_every_figure_stays_readable_at_its_sliders_extremes_and_leaves_pyplot_alone(figure):
+    plt.close("all")
+    for kw in CORNERS[figure]:
+        fig, _ = figure(**kw)
+        assert not (bad := _unreadable(fig)), (kw, bad)
+    assert plt.get_fignums() == []   # plain Figures: the inline backend's close-all at a cell's end cannot touch them
