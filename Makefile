@@ -9,12 +9,13 @@ export GRADIO_ANALYTICS_ENABLED := False
 export MPLBACKEND := Agg
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install browser docs run-nbs quickstart test test-fast pytest nbtest check-sync readme clean-nbs bench help
+.PHONY: install browser docs run-nbs quickstart test test-fast lint pytest nbtest check-sync readme clean-nbs bench help
 
 help:
 	@echo "make quickstart  - set up .venv, train the small default MDLM on the embedded corpus, print samples"
 	@echo "make test        - set up .venv, run pytest (incl. slow), nbdev-test, and the notebook/library/README sync check"
 	@echo "make test-fast   - the same without the slow end-to-end tests"
+	@echo "make lint        - ruff: the formatter's layout, lines <= 120 characters, no statements joined with ';'"
 	@echo "make readme      - regenerate README.md from nbs/index.ipynb"
 	@echo "make docs        - build the docs site offline into _docs/ (open _docs/index.html)"
 	@echo "make run-nbs     - rerun every notebook and save its outputs (the figures the docs show)"
@@ -41,11 +42,16 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "warning: no /usr/bin/chromium; the browser tests will fail: run 'sudo apt-get install -y chromium'"; fi; }
 
-test: install browser pytest nbtest check-sync
+test: install browser lint pytest nbtest check-sync
 
-test-fast: install browser
+test-fast: install browser lint
 	$(BIN)/python -m pytest -q -m "not slow" tests
 	$(MAKE) nbtest check-sync
+
+# the formatter's layout and the line rules of pyproject.toml ([tool.ruff]); `ruff format nbs tests tools bench` fixes most
+lint: install
+	$(BIN)/ruff format --check nbs tests tools bench
+	$(BIN)/ruff check nbs tests tools bench
 
 pytest: install
 	$(BIN)/python -m pytest -q -ra tests

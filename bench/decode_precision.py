@@ -9,6 +9,7 @@ and `plain_decode` of 32 tokens (prefill included). Medians of the rounds.
 A batch-1 step reads every weight once, so its time follows the bytes per weight; the ratio extend(n) / extend(1)
 is what verifying n tokens costs in plain steps. int8 (torch.ao dynamic quantisation of the Linear layers) is a
 different model: its greedy tokens are compared with the fp32 target's."""
+
 import argparse, json, statistics, time
 from pathlib import Path
 import torch
@@ -20,6 +21,7 @@ PROMPT = [{"role": "user", "content": "Explain in two sentences why the sky is b
 
 def _int8(tgt):
     from torch.ao.quantization import quantize_dynamic
+
     q = quantize_dynamic(tgt.model, {torch.nn.Linear}, dtype=torch.qint8)
     return TargetModel(q, tgt.tokenizer, name=tgt.name + "-int8")
 
@@ -65,42 +67,55 @@ def main():
     names = args.precisions.split(",")
     models = {}
     for p in names:
-        if p == "fp32": models[p] = base
-        elif p == "bf16": models[p] = TargetModel.from_pretrained(args.target, dtype=torch.bfloat16)
-        elif p == "int8": models[p] = _int8(TargetModel.from_pretrained(args.target))
-        else: raise SystemExit(f"unknown precision {p!r}")
+        if p == "fp32":
+            models[p] = base
+        elif p == "bf16":
+            models[p] = TargetModel.from_pretrained(args.target, dtype=torch.bfloat16)
+        elif p == "int8":
+            models[p] = _int8(TargetModel.from_pretrained(args.target))
+        else:
+            raise SystemExit(f"unknown precision {p!r}")
     tok = base.tokenizer
     ids = tok.apply_chat_template(PROMPT, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"]
     ids_t = torch.tensor([ids])
     sizes = [int(s) for s in args.sizes.split(",")]
     times = {p: {n: [] for n in sizes} | {"batch16": [], "decode": [], "prefill": []} for p in names}
     tokens = {}
-    for p in names:                                   # warm-up
+    for p in names:  # warm-up
         _extend_ms(models[p], ids_t, 1)
         tokens[p] = plain_decode(models[p], ids, args.decode_tokens).tokens
-    for r in range(args.rounds):                     # interleaved: every precision and size once per round
-        for p in (names if r % 2 == 0 else names[::-1]):
-            for n in sizes: times[p][n].append(_extend_ms(models[p], ids_t, n))
+    for r in range(args.rounds):  # interleaved: every precision and size once per round
+        for p in names if r % 2 == 0 else names[::-1]:
+            for n in sizes:
+                times[p][n].append(_extend_ms(models[p], ids_t, n))
             times[p]["prefill"].append(_prefill_ms(models[p], ids_t))
             times[p]["batch16"].append(_batch_step_ms(models[p], ids_t, 16))
             res = plain_decode(models[p], ids, args.decode_tokens)
             times[p]["decode"].append(len(res.tokens) / res.total_time)
     out = {"prompt_tokens": len(ids), "threads": torch.get_num_threads(), "rounds": args.rounds}
     print(f"prompt {len(ids)} tokens, {torch.get_num_threads()} threads, medians of {args.rounds} interleaved rounds")
-    print(f"{'precision':10} " + " ".join(f"{'ext ' + str(n) + ' ms':>10}" for n in sizes)
-          + f" {'x16 step ms':>12} {'prefill ms':>11} {'plain tok/s':>12}  ext n / ext 1      same tokens as fp32")
+    print(
+        f"{'precision':10} "
+        + " ".join(f"{'ext ' + str(n) + ' ms':>10}" for n in sizes)
+        + f" {'x16 step ms':>12} {'prefill ms':>11} {'plain tok/s':>12}  ext n / ext 1      same tokens as fp32"
+    )
     for p in names:
         med = {n: statistics.median(times[p][n]) for n in sizes}
         row = {f"extend_{n}_ms": round(med[n], 2) for n in sizes}
-        row.update({f"extend_{n}_over_1": round(med[n] / med[1], 3) for n in sizes},
-                   batch16_step_ms=round(statistics.median(times[p]["batch16"]), 1),
-                   prefill_ms=round(statistics.median(times[p]["prefill"]), 1),
-                   plain_tokens_per_s=round(statistics.median(times[p]["decode"]), 1),
-                   greedy_equal_to_fp32=tokens[p] == tokens.get("fp32", tokens[p]))
+        row.update(
+            {f"extend_{n}_over_1": round(med[n] / med[1], 3) for n in sizes},
+            batch16_step_ms=round(statistics.median(times[p]["batch16"]), 1),
+            prefill_ms=round(statistics.median(times[p]["prefill"]), 1),
+            plain_tokens_per_s=round(statistics.median(times[p]["decode"]), 1),
+            greedy_equal_to_fp32=tokens[p] == tokens.get("fp32", tokens[p]),
+        )
         out[p] = row
-        print(f"{p:10} " + " ".join(f"{med[n]:10.1f}" for n in sizes) + f" {row['batch16_step_ms']:12.1f}"
-              f" {row['prefill_ms']:11.1f} {row['plain_tokens_per_s']:12.1f}  " + " ".join(f"{med[n] / med[1]:.2f}" for n in sizes)
-              + f"   {row['greedy_equal_to_fp32']}")
+        print(
+            f"{p:10} " + " ".join(f"{med[n]:10.1f}" for n in sizes) + f" {row['batch16_step_ms']:12.1f}"
+            f" {row['prefill_ms']:11.1f} {row['plain_tokens_per_s']:12.1f}  "
+            + " ".join(f"{med[n] / med[1]:.2f}" for n in sizes)
+            + f"   {row['greedy_equal_to_fp32']}"
+        )
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(out, indent=1))
     print(f"wrote {args.output}")

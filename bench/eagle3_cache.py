@@ -4,6 +4,7 @@ over the whole prefix every cycle (what the decoder did before it had the cache)
 warm-up, interleaved rounds, medians.
 
     python bench/eagle3_cache.py [--draft runs/eagle3/draft] [--precision fp32]"""
+
 import argparse, json, statistics, time
 from pathlib import Path
 import torch
@@ -26,32 +27,49 @@ def main():
     dtype = inference_precision(a.precision, dev).dtype
     tgt = TargetModel.from_pretrained("smollm2", device=dev, dtype=dtype)
     tables = tgt.embeddings_and_head()
-    if Path(a.draft, "config.json").is_file(): draft = load_draft(a.draft, dev, dtype).eval()
-    else: draft = Eagle3DraftModel(Eagle3Config.from_target(tgt.config, ttt_length=a.chain + 1)).to(dev).eval()
+    if Path(a.draft, "config.json").is_file():
+        draft = load_draft(a.draft, dev, dtype).eval()
+    else:
+        draft = Eagle3DraftModel(Eagle3Config.from_target(tgt.config, ttt_length=a.chain + 1)).to(dev).eval()
     torch.manual_seed(0)
     sp, out = SamplingParams(), {}
     for n in [int(x) for x in a.prefixes.split(",")]:
         ids = torch.randint(100, 40000, (1, n + 4), device=dev)
         aux = torch.randn(1, n + 3, 3 * tgt.hidden_size, device=dev, dtype=dtype)
         cached, recomputed = [], []
-        for r in range(a.rounds + 1):              # round 0 warms up
-            base = Eagle3ContextCache(draft, tables).extend(ids[:, 1:n + 1], aux[:, :n])
+        for r in range(a.rounds + 1):  # round 0 warms up
+            base = Eagle3ContextCache(draft, tables).extend(ids[:, 1 : n + 1], aux[:, :n])
             t0 = time.perf_counter()
-            base.extend(ids[:, n + 1:n + 4], aux[:, n:n + 3])          # a cycle commits 3 positions
+            base.extend(ids[:, n + 1 : n + 4], aux[:, n : n + 3])  # a cycle commits 3 positions
             eagle3_propose(draft, base, a.chain, sp)
             t1 = time.perf_counter()
-            fresh = Eagle3ContextCache(draft, tables).extend(ids[:, 1:n + 4], aux[:, :n + 3])   # step 0 over it all
+            fresh = Eagle3ContextCache(draft, tables).extend(ids[:, 1 : n + 4], aux[:, : n + 3])  # step 0 over it all
             eagle3_propose(draft, fresh, a.chain, sp)
             t2 = time.perf_counter()
             if r:
                 cached.append((t1 - t0) * 1e3)
                 recomputed.append((t2 - t1) * 1e3)
-        out[n] = {"cached_ms": round(statistics.median(cached), 2), "recomputed_ms": round(statistics.median(recomputed), 2)}
-        print(f"prefix {n:5d}: drafting a chain of {a.chain} with the cache {out[n]['cached_ms']:7.2f} ms, recomputing "
-              f"step 0 {out[n]['recomputed_ms']:7.2f} ms ({out[n]['recomputed_ms'] / out[n]['cached_ms']:.1f}x)", flush=True)
+        out[n] = {
+            "cached_ms": round(statistics.median(cached), 2),
+            "recomputed_ms": round(statistics.median(recomputed), 2),
+        }
+        print(
+            f"prefix {n:5d}: drafting a chain of {a.chain} with the cache {out[n]['cached_ms']:7.2f} ms, recomputing "
+            f"step 0 {out[n]['recomputed_ms']:7.2f} ms ({out[n]['recomputed_ms'] / out[n]['cached_ms']:.1f}x)",
+            flush=True,
+        )
     Path(a.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.output).write_text(json.dumps({"precision": a.precision, "chain": a.chain, "threads": torch.get_num_threads(),
-                                          **{str(k): v for k, v in out.items()}}, indent=1))
+    Path(a.output).write_text(
+        json.dumps(
+            {
+                "precision": a.precision,
+                "chain": a.chain,
+                "threads": torch.get_num_threads(),
+                **{str(k): v for k, v in out.items()},
+            },
+            indent=1,
+        )
+    )
     print(f"wrote {a.output}")
 
 

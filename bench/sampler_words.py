@@ -1,4 +1,5 @@
-"""Which sampler settings give a trained MDLM's most readable text: the share of sample words found in the training text.
+"""Which sampler settings give a trained MDLM's most readable text: the share of sample words found in the training
+text.
 
     python bench/sampler_words.py runs/quickstart/inference runs/quickstart/data
 
@@ -7,14 +8,22 @@ a word is a run of 3+ letters, and it counts when the training split's text cont
 Glued sub-word fragments, the mark of a model that has not learned its context, count as misses. Lesson 07 quotes the
 result and the quickstart and playground defaults follow it.
 """
+
 import argparse
 import torch
 from mdlm_kit.data import PackedData, known_word_fraction
 from mdlm_kit.sampling import decode, generate, load_inference
 
 SETTINGS = [  # (sampler, steps, temperature, top-k)
-    ("ancestral", 256, 1.0, 0), ("ancestral", 1024, 1.0, 0), ("ancestral", 256, 0.8, 0), ("ancestral", 256, 1.0, 20),
-    ("confidence", 64, 1.0, 0), ("confidence", 64, 0.7, 0), ("blocks", 64, 1.0, 0), ("blocks", 64, 0.8, 0)]
+    ("ancestral", 256, 1.0, 0),
+    ("ancestral", 1024, 1.0, 0),
+    ("ancestral", 256, 0.8, 0),
+    ("ancestral", 256, 1.0, 20),
+    ("confidence", 64, 1.0, 0),
+    ("confidence", 64, 0.7, 0),
+    ("blocks", 64, 1.0, 0),
+    ("blocks", 64, 0.8, 0),
+]
 PROMPTS = ["", "The for statement", "Return the"]
 
 
@@ -32,11 +41,22 @@ def main(argv=None):
         for p in PROMPTS:
             ids = tok(p, add_special_tokens=False)["input_ids"] if p else []
             for seed in range(a.seeds):
-                out = generate(model, ids, 64, steps, sampler, block_length=16 if sampler == "blocks" else None,
-                               temperature=temp, top_k=top_k, seed=seed)
-                shares.append(known_word_fraction(decode(tok, out[0])[len(p):], words))
-        print(f"{sampler:>10} {steps:>5} {temp:>4} {top_k:>5}  {sum(shares) / len(shares):>18.0%}  {min(shares):>12.0%}",
-              flush=True)
+                out = generate(
+                    model,
+                    ids,
+                    64,
+                    steps,
+                    sampler,
+                    block_length=16 if sampler == "blocks" else None,
+                    temperature=temp,
+                    top_k=top_k,
+                    seed=seed,
+                )
+                shares.append(known_word_fraction(decode(tok, out[0])[len(p) :], words))
+        print(
+            f"{sampler:>10} {steps:>5} {temp:>4} {top_k:>5}  {sum(shares) / len(shares):>18.0%}  {min(shares):>12.0%}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

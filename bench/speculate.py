@@ -12,33 +12,51 @@ How it measures (these machines are noisy: run it with nothing else on the cores
   same round); tau, acceptance and losslessness are deterministic (greedy) and come from the first round;
 - plain decoding is checked against transformers' `generate` in the same precision (same tokens, and its speed);
 - the cost of a cycle in plain-step units: draft and verify time per cycle over the plain time per token."""
+
 import argparse, json, statistics, time
 from pathlib import Path
 import torch
 from mdlm_kit.chat_data import heldout_prompts
 from mdlm_kit.device import inference_precision, resolve_device
-from mdlm_kit.speculative import (SamplingParams, chat_ids, load_draft, load_prompts, plain_decode, speculative_decode,
-                                  summarize_runs)
+from mdlm_kit.speculative import (
+    SamplingParams,
+    chat_ids,
+    load_draft,
+    load_prompts,
+    plain_decode,
+    speculative_decode,
+    summarize_runs,
+)
 from mdlm_kit.targets import TargetModel
 
 
 def _hf_generate(tgt, ids, n, eos):
     t0 = time.perf_counter()
-    out = tgt.model.generate(torch.tensor([ids], device=tgt.device), max_new_tokens=n, do_sample=False, top_p=None,
-                             top_k=None, temperature=None, eos_token_id=eos, pad_token_id=eos)
-    return out[0, len(ids):].tolist(), time.perf_counter() - t0
+    out = tgt.model.generate(
+        torch.tensor([ids], device=tgt.device),
+        max_new_tokens=n,
+        do_sample=False,
+        top_p=None,
+        top_k=None,
+        temperature=None,
+        eos_token_id=eos,
+        pad_token_id=eos,
+    )
+    return out[0, len(ids) :].tolist(), time.perf_counter() - t0
 
 
 def _methods(args):
     out = []
     for name, path in (("dflash", args.dflash), ("dpace", args.dpace), ("eagle3", args.eagle3)):
-        if not path: continue
+        if not path:
+            continue
         if not Path(path, "config.json").is_file():
             print(f"skipping {name}: no drafter at {path} (train one with nbs/18_drafter_recipes.ipynb)")
             continue
         k = args.num_draft_tokens if name == "eagle3" else args.dflash_draft_tokens
         out.append((name, path, 0, k))
-        if name == "eagle3" and args.tree_nodes: out.append(("eagle3-tree", path, args.tree_nodes, args.tree_depth))
+        if name == "eagle3" and args.tree_nodes:
+            out.append(("eagle3-tree", path, args.tree_nodes, args.tree_depth))
     return out
 
 
@@ -48,28 +66,39 @@ def measure(args, dev, precision):
     tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=prec.dtype)
     tok, tables, eos = tgt.tokenizer, tgt.embeddings_and_head(), tgt.tokenizer.eos_token_id
     prompts = load_prompts(args.prompts, args.num_prompts or None)
-    kinds = [p["kind"] for p in heldout_prompts(args.num_prompts or None)] if args.prompts == "heldout" else ["all"] * len(prompts)
+    kinds = (
+        [p["kind"] for p in heldout_prompts(args.num_prompts or None)]
+        if args.prompts == "heldout"
+        else ["all"] * len(prompts)
+    )
     ids = [chat_ids(tok, m) for m in prompts]
     methods = _methods(args)
     drafts = {path: load_draft(path, dev, prec.dtype) for _, path, _, _ in methods}
 
     def run(name, i):
-        if name == "plain": return plain_decode(tgt, ids[i], args.max_new_tokens, eos_token_id=eos)
+        if name == "plain":
+            return plain_decode(tgt, ids[i], args.max_new_tokens, eos_token_id=eos)
         _, path, tree, k = next(m for m in methods if m[0] == name)
-        return speculative_decode(tgt, drafts[path], tables, ids[i], args.max_new_tokens, SamplingParams(), 0, eos, k,
-                                  tree_nodes=tree)
+        return speculative_decode(
+            tgt, drafts[path], tables, ids[i], args.max_new_tokens, SamplingParams(), 0, eos, k, tree_nodes=tree
+        )
 
     names = ["plain"] + [m[0] for m in methods]
-    print(f"{len(prompts)} prompts, {args.max_new_tokens} new tokens, {prec.name}, {torch.get_num_threads()} threads, "
-          f"{args.repeats} rounds; warming up", flush=True)
-    for n in names: run(n, 0)
+    print(
+        f"{len(prompts)} prompts, {args.max_new_tokens} new tokens, {prec.name}, {torch.get_num_threads()} threads, "
+        f"{args.repeats} rounds; warming up",
+        flush=True,
+    )
+    for n in names:
+        run(n, 0)
     _hf_generate(tgt, ids[0], 8, eos)
-    rounds = []                                   # per round: {method: [DecodeResult per prompt]}
+    rounds = []  # per round: {method: [DecodeResult per prompt]}
     for r in range(args.repeats):
         got = {n: [None] * len(ids) for n in names}
         for i in range(len(ids)):
             s = (r + i) % len(names)
-            for n in names[s:] + names[:s]: got[n][i] = run(n, i)
+            for n in names[s:] + names[:s]:
+                got[n][i] = run(n, i)
         rounds.append(got)
         print(f"round {r + 1}/{args.repeats} done", flush=True)
     hf = [_hf_generate(tgt, x, args.max_new_tokens, eos) for x in ids]
@@ -77,16 +106,29 @@ def measure(args, dev, precision):
     hf_same = sum(h[0] == p.tokens for h, p in zip(hf, plain0))
     tps = lambda rs: sum(len(x.tokens) for x in rs) / sum(x.total_time for x in rs)
     plain_tps = statistics.median(tps(g["plain"]) for g in rounds)
-    out = {"device": str(dev), "precision": prec.name, "threads": torch.get_num_threads(), "prompts": args.prompts,
-           "n_prompts": len(ids), "max_new_tokens": args.max_new_tokens, "repeats": args.repeats,
-           "plain_tokens_per_s": round(plain_tps, 2),
-           "hf_generate": {"same_tokens": f"{hf_same}/{len(ids)}", "tokens_per_s": round(
-               sum(len(h[0]) for h in hf) / sum(h[1] for h in hf), 2)}}
-    step = 1 / plain_tps                           # seconds per plain token: the unit of cycle costs
-    print(f"plain decoding {plain_tps:.1f} tok/s; HF generate {out['hf_generate']['tokens_per_s']} tok/s, "
-          f"same tokens on {hf_same}/{len(ids)} prompts")
-    print(f"{'method':12} {'tau':>5} {'speedup':>8} {'tok/s':>7} {'lossless':>9} {'draft/cyc':>10} {'verify/cyc':>11}  "
-          f"tau by kind; acceptance by position")
+    out = {
+        "device": str(dev),
+        "precision": prec.name,
+        "threads": torch.get_num_threads(),
+        "prompts": args.prompts,
+        "n_prompts": len(ids),
+        "max_new_tokens": args.max_new_tokens,
+        "repeats": args.repeats,
+        "plain_tokens_per_s": round(plain_tps, 2),
+        "hf_generate": {
+            "same_tokens": f"{hf_same}/{len(ids)}",
+            "tokens_per_s": round(sum(len(h[0]) for h in hf) / sum(h[1] for h in hf), 2),
+        },
+    }
+    step = 1 / plain_tps  # seconds per plain token: the unit of cycle costs
+    print(
+        f"plain decoding {plain_tps:.1f} tok/s; HF generate {out['hf_generate']['tokens_per_s']} tok/s, "
+        f"same tokens on {hf_same}/{len(ids)} prompts"
+    )
+    print(
+        f"{'method':12} {'tau':>5} {'speedup':>8} {'tok/s':>7} {'lossless':>9} {'draft/cyc':>10} {'verify/cyc':>11}  "
+        f"tau by kind; acceptance by position"
+    )
     for n in names[1:]:
         m = summarize_runs(rounds[0][n], plain0, plain0)
         ratios = [tps(g[n]) / tps(g["plain"]) for g in rounds]
@@ -101,9 +143,11 @@ def measure(args, dev, precision):
             m["tau_by_kind"][kind] = round(sum(sum(x.cycles) for x in rs) / sum(len(x.cycles) for x in rs), 2)
         m["lossless_prompts"] = f"{sum(x.tokens == p.tokens for x, p in zip(rounds[0][n], plain0))}/{len(ids)}"
         out[n] = m
-        print(f"{n:12} {m['tau_pooled']:5.2f} {m['speedup_median']:8.2f} {m['tokens_per_s_median']:7.1f} "
-              f"{m['lossless_prompts']:>9} {m['draft_steps_per_cycle']:10.2f} {m['verify_steps_per_cycle']:11.2f}  "
-              f"{m['tau_by_kind']}; {m['acceptance_by_position'][:6]}")
+        print(
+            f"{n:12} {m['tau_pooled']:5.2f} {m['speedup_median']:8.2f} {m['tokens_per_s_median']:7.1f} "
+            f"{m['lossless_prompts']:>9} {m['draft_steps_per_cycle']:10.2f} {m['verify_steps_per_cycle']:11.2f}  "
+            f"{m['tau_by_kind']}; {m['acceptance_by_position'][:6]}"
+        )
     return out
 
 
@@ -113,15 +157,25 @@ def main():
     ap.add_argument("--dflash", default="runs/dflash/draft", help="a DFlash draft directory ('' to skip)")
     ap.add_argument("--dpace", default="", help="a D-PACE-trained DFlash draft directory ('' to skip)")
     ap.add_argument("--eagle3", default="runs/eagle3/draft", help="an EAGLE-3 draft directory ('' to skip)")
-    ap.add_argument("--precision", default="fp32,bf16", help="comma list: the whole measurement runs once per precision, "
-                    "each method against plain decoding in the same precision ('auto': see inference_precision)")
-    ap.add_argument("--prompts", default="heldout", help="'heldout', 'embedded' or a prompt file (see mdlm-kit speculate)")
+    ap.add_argument(
+        "--precision",
+        default="fp32,bf16",
+        help="comma list: the whole measurement runs once per precision, "
+        "each method against plain decoding in the same precision ('auto': see inference_precision)",
+    )
+    ap.add_argument(
+        "--prompts", default="heldout", help="'heldout', 'embedded' or a prompt file (see mdlm-kit speculate)"
+    )
     ap.add_argument("--num-prompts", type=int, default=0, help="0: all")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--num-draft-tokens", type=int, default=None, help="EAGLE-3 chain length (default 5)")
-    ap.add_argument("--dflash-draft-tokens", type=int, default=None, help="DFlash drafts verified per cycle (default block_size-1)")
-    ap.add_argument("--tree-nodes", type=int, default=0, help="also run the EAGLE-3 drafter with a dynamic tree of this many nodes")
+    ap.add_argument(
+        "--dflash-draft-tokens", type=int, default=None, help="DFlash drafts verified per cycle (default block_size-1)"
+    )
+    ap.add_argument(
+        "--tree-nodes", type=int, default=0, help="also run the EAGLE-3 drafter with a dynamic tree of this many nodes"
+    )
     ap.add_argument("--tree-depth", type=int, default=None, help="tree depth (default: the chain length)")
     ap.add_argument("--output", default="bench/results/speculate.json")
     args = ap.parse_args()

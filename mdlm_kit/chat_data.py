@@ -23,8 +23,20 @@ __all__ = ['ROLE_ALIASES', 'PROMPT_TEMPLATES', 'WRITING_TOPICS', 'WRITING_TEMPLA
 class ChatDataError(KitError, ValueError):
     "Chat data that cannot be used; the message names the fix."
 
-ROLE_ALIASES = {"system": "system", "user": "user", "human": "user", "assistant": "assistant", "gpt": "assistant",
-                "chatgpt": "assistant", "bard": "assistant", "bing": "assistant", "model": "assistant", "tool": "tool"}
+
+ROLE_ALIASES = {
+    "system": "system",
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "gpt": "assistant",
+    "chatgpt": "assistant",
+    "bard": "assistant",
+    "bing": "assistant",
+    "model": "assistant",
+    "tool": "tool",
+}
+
 
 def normalize_conversation(row: dict, where: str = "row") -> dict:
     "`{'id', 'messages': [{'role', 'content'}]}` from the kit's, ShareGPT's or the `messages` layout."
@@ -35,27 +47,38 @@ def normalize_conversation(row: dict, where: str = "row") -> dict:
     for j, t in enumerate(turns):
         role, content = t.get("role", t.get("from")), t.get("content", t.get("value"))
         if role not in ROLE_ALIASES or not isinstance(content, str):
-            raise ChatDataError(f"{where}, turn {j}: needs 'role' (or 'from') in {sorted(ROLE_ALIASES)} and a string "
-                                f"'content' (or 'value'); got role={role!r}.")
+            raise ChatDataError(
+                f"{where}, turn {j}: needs 'role' (or 'from') in {sorted(ROLE_ALIASES)} and a string "
+                f"'content' (or 'value'); got role={role!r}."
+            )
         msgs.append({"role": ROLE_ALIASES[role], "content": content})
     return {"id": str(row.get("id", where)), "messages": msgs}
+
 
 def load_conversations(path: str | Path, require_assistant: bool = True) -> list[dict]:
     "Read a JSONL file of conversations; refuse a file in which no conversation has an assistant turn."
     path = Path(path)
-    if not path.is_file(): raise ChatDataError(f"conversation file {str(path)!r} does not exist.")
+    if not path.is_file():
+        raise ChatDataError(f"conversation file {str(path)!r} does not exist.")
     convs = []
     for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip(): continue
-        try: row = json.loads(line)
-        except json.JSONDecodeError as e: raise ChatDataError(f"{path.name}:{i} is not valid JSON ({e.msg}).") from None
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ChatDataError(f"{path.name}:{i} is not valid JSON ({e.msg}).") from None
         c = normalize_conversation(row, f"{path.name}:{i}")
-        if "id" not in row: c["id"] = f"{path.stem}-{i}"
+        if "id" not in row:
+            c["id"] = f"{path.stem}-{i}"
         convs.append(c)
-    if not convs: raise ChatDataError(f"{str(path)!r} holds no conversations.")
+    if not convs:
+        raise ChatDataError(f"{str(path)!r} holds no conversations.")
     if require_assistant and not any(m["role"] == "assistant" for c in convs for m in c["messages"]):
-        raise ChatDataError(f"no conversation in {str(path)!r} has an assistant turn, so there is nothing to learn; "
-                            "generate answers with `mdlm-kit make-chat-data`.")
+        raise ChatDataError(
+            f"no conversation in {str(path)!r} has an assistant turn, so there is nothing to learn; "
+            "generate answers with `mdlm-kit make-chat-data`."
+        )
     return convs
 
 # %% ../nbs/11_chat_data.ipynb #35978387
@@ -63,38 +86,52 @@ def has_generation_tags(tokenizer) -> bool:
     "Whether the chat template marks assistant turns with `{% generation %}`."
     return bool(re.search(r"\{%-?\s*generation\s*-?%\}", tokenizer.chat_template or ""))
 
+
 def _render(tok, msgs, gen=False) -> str:
     return tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=gen)
 
+
 def assistant_markers(tokenizer) -> tuple[str, str]:
-    "The text the template puts before an assistant turn's content and right after it (e.g. `<|im_start|>assistant\\n`, `<|im_end|>`)."
+    """The text the template puts before an assistant turn's content and right after it (e.g.
+    `<|im_start|>assistant\\n`, `<|im_end|>`)."""
     if not tokenizer.chat_template:
-        raise ChatDataError("the tokenizer has no chat template; pass one with --chat-template, or use --is-preformatted.")
+        raise ChatDataError(
+            "the tokenizer has no chat template; pass one with --chat-template, or use --is-preformatted."
+        )
     user = [{"role": "user", "content": "Q"}]
-    header = _render(tokenizer, user, True)[len(_render(tokenizer, user)):]
+    header = _render(tokenizer, user, True)[len(_render(tokenizer, user)) :]
     probe = "\x01PROBE\x01"
     full = _render(tokenizer, user + [{"role": "assistant", "content": probe}])
     if not header.strip() or probe not in full:
-        raise ChatDataError("the chat template does not mark assistant turns (it adds no assistant header), so the "
-                            "loss mask cannot be found; use a template with an assistant header or {% generation %}.")
-    end = full[full.index(probe) + len(probe):].split("\n")[0].strip()
+        raise ChatDataError(
+            "the chat template does not mark assistant turns (it adds no assistant header), so the "
+            "loss mask cannot be found; use a template with an assistant header or {% generation %}."
+        )
+    end = full[full.index(probe) + len(probe) :].split("\n")[0].strip()
     return header, end
+
 
 def _spans_by_prefix(tok, msgs) -> tuple[str, list[tuple[int, int]]]:
     full, spans = _render(tok, msgs), []
     for i, m in enumerate(msgs):
-        if m["role"] != "assistant": continue
-        before, upto = _render(tok, msgs[:i], True), _render(tok, msgs[:i + 1])
+        if m["role"] != "assistant":
+            continue
+        before, upto = _render(tok, msgs[:i], True), _render(tok, msgs[: i + 1])
         if not (upto.startswith(before) and full.startswith(upto)):
-            raise ChatDataError("the chat template renders earlier turns differently once later turns exist, so the "
-                                "assistant spans cannot be found by prefix; render the data yourself and pass "
-                                "--is-preformatted, or use a template with {% generation %}.")
+            raise ChatDataError(
+                "the chat template renders earlier turns differently once later turns exist, so the "
+                "assistant spans cannot be found by prefix; render the data yourself and pass "
+                "--is-preformatted, or use a template with {% generation %}."
+            )
         end = len(upto.rstrip())  # the end-of-turn token is learned, the newline after it is not
-        if m["content"] and m["content"].strip() not in upto[len(before):end]:
-            raise ChatDataError("the chat template does not place assistant content after its generation prompt; "
-                                "use a template with {% generation %} markers.")
+        if m["content"] and m["content"].strip() not in upto[len(before) : end]:
+            raise ChatDataError(
+                "the chat template does not place assistant content after its generation prompt; "
+                "use a template with {% generation %} markers."
+            )
         spans.append((len(before), end))
     return full, spans
+
 
 def _mask_from_spans(tok, text, spans):
     enc = tok(text, add_special_tokens=False, return_offsets_mapping=True)
@@ -102,98 +139,194 @@ def _mask_from_spans(tok, text, spans):
     mask = [int(any(s <= a < e for s, e in spans)) for a, _ in offs]
     return ids, mask
 
-def tokenize_conversation(tokenizer, messages: list[dict], max_length: int | None = None,
-                          train_only_last_turn: bool = False) -> dict:
+
+def tokenize_conversation(
+    tokenizer, messages: list[dict], max_length: int | None = None, train_only_last_turn: bool = False
+) -> dict:
     "`input_ids` and `loss_mask` (1 on assistant tokens) of one conversation under the tokenizer's chat template."
     if not tokenizer.chat_template:
-        raise ChatDataError("the tokenizer has no chat template; pass one with --chat-template, or use --is-preformatted.")
+        raise ChatDataError(
+            "the tokenizer has no chat template; pass one with --chat-template, or use --is-preformatted."
+        )
     if has_generation_tags(tokenizer):
-        enc = tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+        enc = tokenizer.apply_chat_template(
+            messages, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+        )
         ids, mask = list(enc["input_ids"]), list(enc["assistant_masks"])
         if train_only_last_turn and any(mask):  # keep the last contiguous run
-            last = max(i for i, v in enumerate(mask) if v); first = last
-            while first > 0 and mask[first - 1]: first -= 1
+            last = max(i for i, v in enumerate(mask) if v)
+            first = last
+            while first > 0 and mask[first - 1]:
+                first -= 1
             mask = [int(first <= i <= last) for i in range(len(mask))]
     else:
-        assistant_markers(tokenizer)   # refuses a template that does not mark where the assistant speaks
+        assistant_markers(tokenizer)  # refuses a template that does not mark where the assistant speaks
         text, spans = _spans_by_prefix(tokenizer, messages)
         ids, mask = _mask_from_spans(tokenizer, text, spans[-1:] if train_only_last_turn else spans)
-    if max_length: ids, mask = ids[:max_length], mask[:max_length]
-    return {"input_ids": torch.tensor(ids, dtype=torch.long, device="cpu"),    # samples live on the CPU until batched
-            "loss_mask": torch.tensor(mask, dtype=torch.long, device="cpu")}
+    if max_length:
+        ids, mask = ids[:max_length], mask[:max_length]
+    return {
+        "input_ids": torch.tensor(ids, dtype=torch.long, device="cpu"),  # samples live on the CPU until batched
+        "loss_mask": torch.tensor(mask, dtype=torch.long, device="cpu"),
+    }
 
-def tokenize_preformatted(tokenizer, text: str, max_length: int | None = None, train_only_last_turn: bool = False) -> dict:
+
+def tokenize_preformatted(
+    tokenizer, text: str, max_length: int | None = None, train_only_last_turn: bool = False
+) -> dict:
     "The same for text that already has the chat template applied: assistant spans are found by the template's markers."
     header, end = assistant_markers(tokenizer)
     pat = re.escape(header) + r"(.*?)" + (re.escape(end) if end else r"$")
     spans = [(m.start(1), m.end(0)) for m in re.finditer(pat, text, flags=re.S)]
     if not spans:
-        raise ChatDataError(f"no assistant span ({header!r} … {end!r}) in a preformatted sample; --is-preformatted "
-                            "needs text rendered with this target's chat template.")
+        raise ChatDataError(
+            f"no assistant span ({header!r} … {end!r}) in a preformatted sample; --is-preformatted "
+            "needs text rendered with this target's chat template."
+        )
     ids, mask = _mask_from_spans(tokenizer, text, spans[-1:] if train_only_last_turn else spans)
-    if max_length: ids, mask = ids[:max_length], mask[:max_length]
-    return {"input_ids": torch.tensor(ids, dtype=torch.long, device="cpu"),    # samples live on the CPU until batched
-            "loss_mask": torch.tensor(mask, dtype=torch.long, device="cpu")}
+    if max_length:
+        ids, mask = ids[:max_length], mask[:max_length]
+    return {
+        "input_ids": torch.tensor(ids, dtype=torch.long, device="cpu"),  # samples live on the CPU until batched
+        "loss_mask": torch.tensor(mask, dtype=torch.long, device="cpu"),
+    }
 
 # %% ../nbs/11_chat_data.ipynb #80c455d8
 def _file_sha(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""): h.update(chunk)
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
     return h.hexdigest()
+
 
 def dataset_key(path, tokenizer, max_length, train_only_last_turn, is_preformatted) -> str:
     "The cache key: data content, max length, flags, chat template and tokenizer."
-    spec = {"data": _file_sha(Path(path)), "max_length": max_length, "last": train_only_last_turn, "pre": is_preformatted,
-            "template": tokenizer.chat_template or "", "tokenizer": tokenizer_sha256(tokenizer), "v": 1}
+    spec = {
+        "data": _file_sha(Path(path)),
+        "max_length": max_length,
+        "last": train_only_last_turn,
+        "pre": is_preformatted,
+        "template": tokenizer.chat_template or "",
+        "tokenizer": tokenizer_sha256(tokenizer),
+        "v": 1,
+    }
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
 
-def build_chat_dataset(path, tokenizer, max_length: int = 2048, train_only_last_turn: bool = False,
-                       is_preformatted: bool = False, cache_dir=None, min_loss_tokens: int = 1, log=print) -> list[dict]:
-    "Tokenized samples `{'id', 'input_ids', 'loss_mask'}` of a JSONL file (conversations, or `{'text'}` when preformatted)."
+
+def build_chat_dataset(
+    path,
+    tokenizer,
+    max_length: int = 2048,
+    train_only_last_turn: bool = False,
+    is_preformatted: bool = False,
+    cache_dir=None,
+    min_loss_tokens: int = 1,
+    log=print,
+) -> list[dict]:
+    "Tokenized samples `{'id', 'input_ids', 'loss_mask'}` of a"
+    "JSONL file (conversations, or `{'text'}` when preformatted)."
     path = Path(path)
     key = dataset_key(path, tokenizer, max_length, train_only_last_turn, is_preformatted) if path.is_file() else None
     cache = Path(cache_dir) / f"chat-{key}.pt" if cache_dir and key else None
     if cache is not None and cache.is_file():
         try:
             c = safe_torch_load(cache, "chat data cache")
-            samples = [{"id": i, "input_ids": x, "loss_mask": m} for i, x, m in zip(c["ids"], c["input_ids"], c["loss_mask"])]
-        except CheckpointError: samples = None  # a damaged cache is rebuilt, never trusted
-    else: samples = None
+            samples = [
+                {"id": i, "input_ids": x, "loss_mask": m} for i, x, m in zip(c["ids"], c["input_ids"], c["loss_mask"])
+            ]
+        except CheckpointError:
+            samples = None  # a damaged cache is rebuilt, never trusted
+    else:
+        samples = None
     if samples is None:
         samples = []
         if is_preformatted:
-            if not path.is_file(): raise ChatDataError(f"data file {str(path)!r} does not exist.")
+            if not path.is_file():
+                raise ChatDataError(f"data file {str(path)!r} does not exist.")
             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                if not line.strip(): continue
+                if not line.strip():
+                    continue
                 row = json.loads(line)
-                if "text" not in row: raise ChatDataError(f"{path.name}:{i}: --is-preformatted rows need a 'text' field.")
-                samples.append({"id": str(row.get("id", i)), **tokenize_preformatted(tokenizer, row["text"], max_length, train_only_last_turn)})
+                if "text" not in row:
+                    raise ChatDataError(f"{path.name}:{i}: --is-preformatted rows need a 'text' field.")
+                samples.append(
+                    {
+                        "id": str(row.get("id", i)),
+                        **tokenize_preformatted(tokenizer, row["text"], max_length, train_only_last_turn),
+                    }
+                )
         else:
             for c in load_conversations(path):
-                if not any(m["role"] == "assistant" for m in c["messages"]): continue
-                samples.append({"id": c["id"], **tokenize_conversation(tokenizer, c["messages"], max_length, train_only_last_turn)})
+                if not any(m["role"] == "assistant" for m in c["messages"]):
+                    continue
+                samples.append(
+                    {"id": c["id"], **tokenize_conversation(tokenizer, c["messages"], max_length, train_only_last_turn)}
+                )
         if cache is not None:
-            atomic_torch_save({"ids": [s["id"] for s in samples], "input_ids": [s["input_ids"] for s in samples],
-                               "loss_mask": [s["loss_mask"] for s in samples]}, cache)
+            atomic_torch_save(
+                {
+                    "ids": [s["id"] for s in samples],
+                    "input_ids": [s["input_ids"] for s in samples],
+                    "loss_mask": [s["loss_mask"] for s in samples],
+                },
+                cache,
+            )
     kept = [s for s in samples if int(s["loss_mask"].sum()) >= min_loss_tokens]
-    if len(kept) < len(samples): log(f"dropped {len(samples) - len(kept)} of {len(samples)} samples with fewer than {min_loss_tokens} loss tokens")
+    if len(kept) < len(samples):
+        log(
+            f"dropped {len(samples) - len(kept)} of {len(samples)} "
+            f"samples with fewer than {min_loss_tokens} loss tokens"
+        )
     if not kept:
-        raise ChatDataError(f"no sample of {str(path)!r} has at least {min_loss_tokens} supervised tokens; use longer answers, "
-                            "a larger --max-length or a smaller --block-size.")
+        raise ChatDataError(
+            f"no sample of {str(path)!r} has at least {min_loss_tokens} supervised tokens; use longer answers, "
+            "a larger --max-length or a smaller --block-size."
+        )
     return kept
 
 # %% ../nbs/11_chat_data.ipynb #adf8c3c5
-PROMPT_TEMPLATES = ("Explain {} in Python in a few sentences.", "Give a short example that uses {} in Python.",
-                    "What is a common mistake people make with {} in Python?", "When should I use {} in Python?",
-                    "Describe {} to a beginner.")
+PROMPT_TEMPLATES = (
+    "Explain {} in Python in a few sentences.",
+    "Give a short example that uses {} in Python.",
+    "What is a common mistake people make with {} in Python?",
+    "When should I use {} in Python?",
+    "Describe {} to a beginner.",
+)
 
-WRITING_TOPICS = ("the sea", "a rainy morning", "city parks", "learning to cook", "friendship", "a long train journey",
-                  "winter", "a first day at work", "gardening", "a public library", "mountains", "a small bakery",
-                  "bicycles", "the night sky", "a family dinner", "an old map", "coffee", "a thunderstorm",
-                  "moving house", "a museum", "autumn leaves", "a lighthouse", "street markets", "a lost key")
-WRITING_TEMPLATES = ("Write a short paragraph about {}.", "Write a four-line poem about {}.",
-                     "Describe {} in three sentences.", "Write the opening of a short story about {}.")
+WRITING_TOPICS = (
+    "the sea",
+    "a rainy morning",
+    "city parks",
+    "learning to cook",
+    "friendship",
+    "a long train journey",
+    "winter",
+    "a first day at work",
+    "gardening",
+    "a public library",
+    "mountains",
+    "a small bakery",
+    "bicycles",
+    "the night sky",
+    "a family dinner",
+    "an old map",
+    "coffee",
+    "a thunderstorm",
+    "moving house",
+    "a museum",
+    "autumn leaves",
+    "a lighthouse",
+    "street markets",
+    "a lost key",
+)
+WRITING_TEMPLATES = (
+    "Write a short paragraph about {}.",
+    "Write a four-line poem about {}.",
+    "Describe {} in three sentences.",
+    "Write the opening of a short story about {}.",
+)
+
 
 def _general_prompts(rng: random.Random) -> list[str]:
     "Writing prompts over everyday topics, arithmetic word problems and small reasoning puzzles."
@@ -204,15 +337,20 @@ def _general_prompts(rng: random.Random) -> list[str]:
         a, b, c = rng.randint(3, 60), rng.randint(2, 12), rng.randint(2, 9)
         x, y, z = rng.sample(names, 3)
         it = rng.choice(items)
-        out += [f"{x} has {a} {it} and buys {b} more bags of {c}. How many {it} does {x} have now?",
-                f"What is {a} times {b}, minus {c}? Show your working.",
-                f"{x} is taller than {y}, and {y} is taller than {z}. Who is the shortest, and why?",
-                f"If {b} workers need {a} hours for a job, how long would {b * 2} workers need? Explain."]
+        out += [
+            f"{x} has {a} {it} and buys {b} more bags of {c}. How many {it} does {x} have now?",
+            f"What is {a} times {b}, minus {c}? Show your working.",
+            f"{x} is taller than {y}, and {y} is taller than {z}. Who is the shortest, and why?",
+            f"If {b} workers need {a} hours for a job, how long would {b * 2} workers need? Explain.",
+        ]
     return out
 
+
 def embedded_prompts(n: int | None = None, seed: int = 0) -> list[dict]:
-    "Single-turn user prompts (no download), shuffled: Python's documentation topics and modules, writing, maths, reasoning."
+    """Single-turn user prompts (no download), shuffled: Python's documentation topics and modules, writing, maths,
+    reasoning."""
     import sys, pydoc_data.topics
+
     topics = [re.sub(r"[-_]", " ", k) for k in sorted(pydoc_data.topics.topics) if k.isidentifier() or "-" in k]
     mods = [f"the {m} module" for m in sorted(getattr(sys, "stdlib_module_names", ())) if not m.startswith("_")]
     texts = [t.format(s) for s in topics + mods for t in PROMPT_TEMPLATES]
@@ -221,78 +359,111 @@ def embedded_prompts(n: int | None = None, seed: int = 0) -> list[dict]:
     random.Random(seed).shuffle(out)
     return out[:n] if n else out
 
+
 HELDOUT_PROMPTS = {
-    "writing": ["Write a friendly email inviting a neighbour to a garden party on Saturday.",
-                "Compose a haiku about the first snowfall of the year.",
-                "Write a product description for a waterproof hiking backpack.",
-                "Summarise the plot of a story where a robot learns to paint, in one paragraph.",
-                "Write a short thank-you note to a teacher who helped you.",
-                "Give three tips for writing a clear cover letter."],
-    "reasoning": ["A farmer has chickens and cows, 10 heads and 28 legs in all. How many cows are there?",
-                  "Is it possible for a week to contain two Mondays in the same month? Explain.",
-                  "Which weighs more, a kilogram of feathers or a kilogram of iron? Explain your answer.",
-                  "If it takes five machines five minutes to make five widgets, how long do 100 machines need for 100 widgets?",
-                  "Sort these from smallest to largest and explain: a cat, an elephant, a mouse, a horse.",
-                  "A train leaves at 9:40 and arrives at 11:15. How long is the journey?"],
-    "maths": ["Solve the equation 3x + 7 = 22 and check your answer.",
-              "What is 15% of 240?",
-              "Find the area of a circle with radius 4 cm.",
-              "Simplify the fraction 84/126.",
-              "What is the sum of the first 20 positive integers?",
-              "Convert 2.5 hours into minutes and seconds."],
-    "code": ["Write a Python function that checks whether a string is a palindrome.",
-             "How do I reverse a list in JavaScript?",
-             "Write a SQL query that counts the orders per customer in a table called orders.",
-             "Explain what a race condition is, with a short example.",
-             "Write a bash one-liner that counts the lines in every .txt file in a folder.",
-             "What does the following Python code print: print([i * i for i in range(4)])?"],
+    "writing": [
+        "Write a friendly email inviting a neighbour to a garden party on Saturday.",
+        "Compose a haiku about the first snowfall of the year.",
+        "Write a product description for a waterproof hiking backpack.",
+        "Summarise the plot of a story where a robot learns to paint, in one paragraph.",
+        "Write a short thank-you note to a teacher who helped you.",
+        "Give three tips for writing a clear cover letter.",
+    ],
+    "reasoning": [
+        "A farmer has chickens and cows, 10 heads and 28 legs in all. How many cows are there?",
+        "Is it possible for a week to contain two Mondays in the same month? Explain.",
+        "Which weighs more, a kilogram of feathers or a kilogram of iron? Explain your answer.",
+        "If it takes five machines five minutes to make five widgets, how long do 100 machines need for 100 widgets?",
+        "Sort these from smallest to largest and explain: a cat, an elephant, a mouse, a horse.",
+        "A train leaves at 9:40 and arrives at 11:15. How long is the journey?",
+    ],
+    "maths": [
+        "Solve the equation 3x + 7 = 22 and check your answer.",
+        "What is 15% of 240?",
+        "Find the area of a circle with radius 4 cm.",
+        "Simplify the fraction 84/126.",
+        "What is the sum of the first 20 positive integers?",
+        "Convert 2.5 hours into minutes and seconds.",
+    ],
+    "code": [
+        "Write a Python function that checks whether a string is a palindrome.",
+        "How do I reverse a list in JavaScript?",
+        "Write a SQL query that counts the orders per customer in a table called orders.",
+        "Explain what a race condition is, with a short example.",
+        "Write a bash one-liner that counts the lines in every .txt file in a folder.",
+        "What does the following Python code print: print([i * i for i in range(4)])?",
+    ],
 }
+
 
 def heldout_prompts(n: int | None = None) -> list[dict]:
     "The held-out evaluation prompts (never in `embedded_prompts`), interleaved by kind so any first n cover all four."
     kinds = list(HELDOUT_PROMPTS)
     rows = [(k, HELDOUT_PROMPTS[k][i]) for i in range(6) for k in kinds]
-    out = [{"id": f"heldout-{k}-{i // 4}", "kind": k, "conversations": [{"role": "user", "content": t}]}
-           for i, (k, t) in enumerate(rows)]
+    out = [
+        {"id": f"heldout-{k}-{i // 4}", "kind": k, "conversations": [{"role": "user", "content": t}]}
+        for i, (k, t) in enumerate(rows)
+    ]
     return out[:n] if n else out
 
+
 @torch.inference_mode()
-def regenerate_conversations(target, prompts: list[dict], output: str | Path, max_new_tokens: int = 128,
-                             batch_size: int = 8, temperature: float = 0.0, seed: int = 0, progress: bool = True) -> int:
-    "Answer each prompt's last user turn with the target, appending `{'id', 'conversations'}` lines to `output`; resumes by skipping ids already there."
+def regenerate_conversations(
+    target,
+    prompts: list[dict],
+    output: str | Path,
+    max_new_tokens: int = 128,
+    batch_size: int = 8,
+    temperature: float = 0.0,
+    seed: int = 0,
+    progress: bool = True,
+) -> int:
+    "Answer each prompt's last user turn with the target, appending `{'id',"
+    "'conversations'}` lines to `output`; resumes by skipping ids already there."
     from tqdm.auto import tqdm
+
     tok, output = target.tokenizer, Path(output)
-    repair_jsonl(output)   # a record torn by a kill is cut off, and its conversation redone
+    repair_jsonl(output)  # a record torn by a kill is cut off, and its conversation redone
     done = set()
     if output.is_file():
         for i, line in enumerate(output.read_text(encoding="utf-8").splitlines(), 1):
-            try: done.add(json.loads(line)["id"])
+            try:
+                done.add(json.loads(line)["id"])
             except (json.JSONDecodeError, KeyError):
-                raise ChatDataError(f"{str(output)}:{i} is not a conversation record; fix or remove that line, "
-                                 "or write to a new --output.") from None
+                raise ChatDataError(
+                    f"{str(output)}:{i} is not a conversation record; fix or remove that line, "
+                    "or write to a new --output."
+                ) from None
     todo = [normalize_conversation(p, p.get("id", str(i))) for i, p in enumerate(prompts)]
     todo = [c for c in todo if c["id"] not in done]
     for c in todo:  # the answer replaces everything after the last user turn
         last_user = max(i for i, m in enumerate(c["messages"]) if m["role"] == "user")
-        c["messages"] = c["messages"][:last_user + 1]
+        c["messages"] = c["messages"][: last_user + 1]
     tok.padding_side = "left"
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     output.parent.mkdir(parents=True, exist_ok=True)
-    g = torch.Generator().manual_seed(seed); torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
     bar = tqdm(total=len(todo), disable=not progress, desc="self-distil")
     for i in range(0, len(todo), batch_size):
-        chunk = todo[i:i + batch_size]
+        chunk = todo[i : i + batch_size]
         texts = [tok.apply_chat_template(c["messages"], tokenize=False, add_generation_prompt=True) for c in chunk]
         enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(target.device)
-        gen = target.model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=temperature > 0,
-                                    temperature=temperature if temperature > 0 else None, top_p=None, top_k=None,
-                                    pad_token_id=pad)
-        new = gen[:, enc["input_ids"].shape[1]:]
+        gen = target.model.generate(
+            **enc,
+            max_new_tokens=max_new_tokens,
+            do_sample=temperature > 0,
+            temperature=temperature if temperature > 0 else None,
+            top_p=None,
+            top_k=None,
+            pad_token_id=pad,
+        )
+        new = gen[:, enc["input_ids"].shape[1] :]
         records = []
         for c, row in zip(chunk, new):
             answer = tok.decode(row, skip_special_tokens=True).strip()
             records.append({"id": c["id"], "conversations": c["messages"] + [{"role": "assistant", "content": answer}]})
-        append_jsonl(output, records)   # whole batches, flushed to disk
+        append_jsonl(output, records)  # whole batches, flushed to disk
         bar.update(len(chunk))
     bar.close()
     return len(todo)

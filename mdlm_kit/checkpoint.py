@@ -22,62 +22,84 @@ __all__ = ['TRAINING_STATE_FORMAT', 'CheckpointError', 'atomic_write', 'atomic_w
 class CheckpointError(KitError, RuntimeError):
     "A checkpoint that cannot be used; the message says why and what to do."
 
+
 def _fsync_dir(path: Path):
     try:
         fd = os.open(path, os.O_RDONLY)
-        try: os.fsync(fd)
-        finally: os.close(fd)
-    except OSError: pass  # not every filesystem/OS lets a directory be fsynced
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # not every filesystem/OS lets a directory be fsynced
+
 
 def atomic_write(path: str | Path, write_fn) -> Path:
     "Call `write_fn(tmp_path)` then rename the temporary file over `path` in one atomic step."
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.tmp-{uuid.uuid4().hex[:8]}"
     try:
         write_fn(tmp)
-        with open(tmp, "rb+") as f: os.fsync(f.fileno())
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
-        if tmp.exists(): tmp.unlink()
+        if tmp.exists():
+            tmp.unlink()
     _fsync_dir(path.parent)
     return path
+
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
     "Write text atomically."
     return atomic_write(path, lambda p: Path(p).write_text(text, encoding="utf-8"))
 
+
 def atomic_torch_save(obj: Any, path: str | Path) -> Path:
     "`torch.save` atomically."
     return atomic_write(path, lambda p: torch.save(obj, p))
 
+
 def safe_torch_load(path: str | Path, what: str = "checkpoint") -> Any:
-    "`torch.load` with `weights_only=True` onto the CPU, turning every failure into a `CheckpointError` that says what to do."
+    """`torch.load` with `weights_only=True` onto the CPU, turning every failure into a `CheckpointError` that says what
+    to do."""
     path = Path(path)
-    if not path.is_file(): raise CheckpointError(f"{what} {str(path)!r} does not exist.")
+    if not path.is_file():
+        raise CheckpointError(f"{what} {str(path)!r} does not exist.")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         if "weights_only" in str(e) or "Unpickl" in type(e).__name__ or "global" in str(e).lower():
-            raise CheckpointError(f"{what} {str(path)!r} holds Python objects that would have to be unpickled; mdlm_kit "
-                                  f"never unpickles files (they can run code). Re-save it with tensors only. ({msg})") from None
-        raise CheckpointError(f"{what} {str(path)!r} cannot be read: it is truncated, corrupt or not a torch file "
-                              f"({msg}). Delete it to fall back to an earlier checkpoint, or start afresh.") from None
+            raise CheckpointError(
+                f"{what} {str(path)!r} holds Python objects that would have to be unpickled; mdlm_kit "
+                f"never unpickles files (they can run code). Re-save it with tensors only. ({msg})"
+            ) from None
+        raise CheckpointError(
+            f"{what} {str(path)!r} cannot be read: it is truncated, corrupt or not a torch file "
+            f"({msg}). Delete it to fall back to an earlier checkpoint, or start afresh."
+        ) from None
 
 # %% ../nbs/02_checkpoint.ipynb #0e904048
 TRAINING_STATE_FORMAT = "mdlm_kit.training_state.v1"
 
+
 class CheckpointManager:
     "Numbered, atomically written training states with a `latest` pointer and keep-last-K pruning."
+
     pattern = re.compile(r"^step_(\d{8})\.pt$")
+
     def __init__(self, directory: str | Path, keep_last: int = 2, format: str = TRAINING_STATE_FORMAT):
         self.dir, self.keep_last, self.format = Path(directory), keep_last, format
 
-    def path_for(self, step: int) -> Path: return self.dir / f"step_{step:08d}.pt"
+    def path_for(self, step: int) -> Path:
+        return self.dir / f"step_{step:08d}.pt"
 
     def list(self) -> list[Path]:
         "Complete checkpoints, oldest first."
-        if not self.dir.is_dir(): return []
+        if not self.dir.is_dir():
+            return []
         return sorted(p for p in self.dir.iterdir() if self.pattern.match(p.name))
 
     def latest(self) -> Path | None:
@@ -85,7 +107,8 @@ class CheckpointManager:
         ptr = self.dir / "latest"
         if ptr.is_file():
             p = self.dir / ptr.read_text().strip()
-            if p.is_file(): return p
+            if p.is_file():
+                return p
         ckpts = self.list()
         return ckpts[-1] if ckpts else None
 
@@ -93,47 +116,64 @@ class CheckpointManager:
         "Write `state` for `step`, then move `latest`, then prune old ones."
         path = atomic_torch_save({**state, "format": self.format, "step": step}, self.path_for(step))
         atomic_write_text(self.dir / "latest", path.name + "\n")
-        for old in self.list()[:-self.keep_last]:
-            if old != path: old.unlink(missing_ok=True)
+        for old in self.list()[: -self.keep_last]:
+            if old != path:
+                old.unlink(missing_ok=True)
         return path
 
     def load(self, path: str | Path | None = None) -> dict:
         "Load a checkpoint (default: latest) safely and check that it is one of ours."
         path = Path(path) if path else self.latest()
-        if path is None: raise CheckpointError(f"no checkpoint found in {str(self.dir)!r}; run without --resume to start a new run.")
+        if path is None:
+            raise CheckpointError(f"no checkpoint found in {str(self.dir)!r}; run without --resume to start a new run.")
         state = safe_torch_load(path, "training checkpoint")
         if not isinstance(state, dict) or state.get("format") != self.format:
-            raise CheckpointError(f"{str(path)!r} is not a {self.format} checkpoint (found format "
-                                  f"{state.get('format') if isinstance(state, dict) else type(state).__name__!r}); "
-                                  f"point --output-dir at a run made by this trainer.")
+            raise CheckpointError(
+                f"{str(path)!r} is not a {self.format} checkpoint (found format "
+                f"{state.get('format') if isinstance(state, dict) else type(state).__name__!r}); "
+                f"point --output-dir at a run made by this trainer."
+            )
         return state
 
 # %% ../nbs/02_checkpoint.ipynb #eda8836e
-def resume_point(run_dir: str | Path, ckpts: CheckpointManager, resume: bool, error: type = CheckpointError) -> Path | None:
-    "The checkpoint a trainer continues from (`None`: begin at step 0), refusing to overwrite a started run or resume nothing."
+def resume_point(
+    run_dir: str | Path, ckpts: CheckpointManager, resume: bool, error: type = CheckpointError
+) -> Path | None:
+    "The checkpoint a trainer continues from (`None`: begin at"
+    "step 0), refusing to overwrite a started run or resume nothing."
     run_dir = Path(run_dir)
     latest = ckpts.latest()
     started = latest is not None or (run_dir / "events.jsonl").exists()
     if resume and not started:
-        raise error(f"--resume was given but {str(run_dir)!r} holds no run (no checkpoint, no events.jsonl); "
-                    "drop --resume to start one, or check the path.")
+        raise error(
+            f"--resume was given but {str(run_dir)!r} holds no run (no checkpoint, no events.jsonl); "
+            "drop --resume to start one, or check the path."
+        )
     if not resume and started:
-        raise error(f"{str(run_dir)!r} already holds a run; pass --resume to continue it or choose another "
-                    "--output-dir (nothing was changed).")
+        raise error(
+            f"{str(run_dir)!r} already holds a run; pass --resume to continue it or choose another "
+            "--output-dir (nothing was changed)."
+        )
     return latest
+
 
 def trim_events(path: str | Path, step: int):
     "Rewrite the event log `path` for a run continuing from `step`: keep start/resume markers and events up to `step`."
     path = Path(path)
-    if not path.exists(): return
+    if not path.exists():
+        return
     lines = [l for l in path.read_text().splitlines() if l.strip()]
     events = []
     for i, line in enumerate(lines):
-        try: events.append(json.loads(line))
+        try:
+            events.append(json.loads(line))
         except json.JSONDecodeError:
-            if i == len(lines) - 1: break                       # the last write was cut short by a crash
-            raise CheckpointError(f"{str(path)!r} line {i + 1} is not JSON; the log was edited or damaged. Repair or "
-                                  "remove that line, then resume.") from None
+            if i == len(lines) - 1:
+                break  # the last write was cut short by a crash
+            raise CheckpointError(
+                f"{str(path)!r} line {i + 1} is not JSON; the log was edited or damaged. Repair or "
+                "remove that line, then resume."
+            ) from None
     keep = [e for e in events if e.get("event") in ("start", "resume") or (step > 0 and e.get("step", 0) <= step)]
     atomic_write_text(path, "".join(json.dumps(e) + "\n" for e in keep))
 
@@ -141,21 +181,27 @@ def trim_events(path: str | Path, step: int):
 def append_jsonl(path: str | Path, records: list[dict]):
     "Append `records` as JSON lines and fsync: after a kill the file holds whole records plus at most a torn last line."
     with open(path, "a", encoding="utf-8") as f:
-        for r in records: f.write(json.dumps(r) + "\n")
+        for r in records:
+            f.write(json.dumps(r) + "\n")
         f.flush()
         os.fsync(f.fileno())
+
 
 def repair_jsonl(path: str | Path) -> int:
     "Cut a torn last record (no final newline, or not JSON) off the JSON-lines file `path`; returns the bytes cut."
     path = Path(path)
-    if not path.is_file(): return 0
+    if not path.is_file():
+        return 0
     data = path.read_bytes()
     body = data[:-1] if data.endswith(b"\n") else data
-    start = body.rfind(b"\n") + 1                                       # where the last line begins
+    start = body.rfind(b"\n") + 1  # where the last line begins
     last = data[start:]
-    try: whole = last.endswith(b"\n") and (not last.strip() or json.loads(last) is not None)
-    except ValueError: whole = False
-    if whole: return 0
+    try:
+        whole = last.endswith(b"\n") and (not last.strip() or json.loads(last) is not None)
+    except ValueError:
+        whole = False
+    if whole:
+        return 0
     with open(path, "r+b") as f:
         f.truncate(start)
         f.flush()
@@ -167,25 +213,33 @@ def _write_version(directory: Path, tensors: dict, config: dict, extra, dtype) -
     "A new hidden sibling `.NAME.tmp-XXXX` holding the complete model, flushed to disk."
     version = Path(tempfile.mkdtemp(prefix=f".{directory.name}.tmp-", dir=directory.parent))
     try:
-        out = {k: (v.detach().to(dtype) if dtype is not None and v.is_floating_point() else v.detach()).contiguous().cpu()
-               for k, v in tensors.items()}
+        out = {
+            k: (v.detach().to(dtype) if dtype is not None and v.is_floating_point() else v.detach()).contiguous().cpu()
+            for k, v in tensors.items()
+        }
         save_file(out, str(version / "model.safetensors"), metadata={"format": "pt"})
         (version / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-        if extra is not None: extra(version)
+        if extra is not None:
+            extra(version)
         for f in version.rglob("*"):
             if f.is_file():
-                with open(f, "rb") as fh: os.fsync(fh.fileno())
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
         _fsync_dir(version)
     except BaseException:
         shutil.rmtree(version, ignore_errors=True)
         raise
     return version
 
+
 def exchange_paths(a: str | Path, b: str | Path) -> bool:
     "Swap two existing paths in one atomic step (Linux `renameat2`, macOS `renamex_np`); False where the OS cannot."
     import ctypes, ctypes.util, sys
-    try: libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    except OSError: return False
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    except OSError:
+        return False
     fa, fb = os.fsencode(str(a)), os.fsencode(str(b))
     if sys.platform.startswith("linux") and hasattr(libc, "renameat2"):
         AT_FDCWD, RENAME_EXCHANGE = -100, 2
@@ -195,25 +249,35 @@ def exchange_paths(a: str | Path, b: str | Path) -> bool:
         return libc.renamex_np(fa, fb, RENAME_SWAP) == 0
     return False
 
+
 def clean_model_dir_leftovers(directory: str | Path):
     "Remove what interrupted saves left beside `directory` (hidden `.NAME.tmp-*` and older kits' `.NAME.old-*`)."
     directory = Path(directory)
     for pattern in (".tmp-*", ".old-*"):
         for p in directory.parent.glob(f".{directory.name}{pattern}"):
-            if p.is_symlink() or p.is_file(): p.unlink(missing_ok=True)
-            else: shutil.rmtree(p, ignore_errors=True)
+            if p.is_symlink() or p.is_file():
+                p.unlink(missing_ok=True)
+            else:
+                shutil.rmtree(p, ignore_errors=True)
 
-def save_model_dir(directory: str | Path, tensors: dict[str, torch.Tensor], config: dict,
-                   extra: "callable | None" = None, dtype: torch.dtype | None = None) -> Path:
+
+def save_model_dir(
+    directory: str | Path,
+    tensors: dict[str, torch.Tensor],
+    config: dict,
+    extra: "callable | None" = None,
+    dtype: torch.dtype | None = None,
+) -> Path:
     "Write `model.safetensors` + `config.json` (+ `extra(dir)`) beside `directory`, then swap it in atomically."
     directory = Path(directory)
     directory.parent.mkdir(parents=True, exist_ok=True)
     clean_model_dir_leftovers(directory)
     new = _write_version(directory, tensors, config, extra, dtype)
-    if not directory.exists(): os.replace(new, directory)
-    elif exchange_paths(new, directory):    # one step: readers find the old model or the new one, never neither
-        shutil.rmtree(new, ignore_errors=True)   # `new` now holds the old model
-    else:                                   # no atomic exchange here: two renames, a moment without the directory
+    if not directory.exists():
+        os.replace(new, directory)
+    elif exchange_paths(new, directory):  # one step: readers find the old model or the new one, never neither
+        shutil.rmtree(new, ignore_errors=True)  # `new` now holds the old model
+    else:  # no atomic exchange here: two renames, a moment without the directory
         old = directory.parent / f".{directory.name}.old-{uuid.uuid4().hex[:8]}"
         os.replace(directory, old)
         os.replace(new, directory)
@@ -221,18 +285,28 @@ def save_model_dir(directory: str | Path, tensors: dict[str, torch.Tensor], conf
     _fsync_dir(directory.parent)
     return directory
 
+
 def load_model_dir(directory: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     "Read `model.safetensors` and `config.json` from a model directory, with clear errors."
     directory = Path(directory)
-    if not directory.is_dir(): raise CheckpointError(f"model directory {str(directory)!r} does not exist; "
-                                                     f"train one first (e.g. `mdlm-kit quickstart`) and pass its inference/ directory.")
+    if not directory.is_dir():
+        raise CheckpointError(
+            f"model directory {str(directory)!r} does not exist; "
+            f"train one first (e.g. `mdlm-kit quickstart`) and pass its inference/ directory."
+        )
     cfg_path, w_path = directory / "config.json", directory / "model.safetensors"
     for p in (cfg_path, w_path):
-        if not p.is_file(): raise CheckpointError(f"{str(directory)!r} has no {p.name}: it is not a saved model directory.")
-    try: config = json.loads(cfg_path.read_text())
-    except json.JSONDecodeError as e: raise CheckpointError(f"{str(cfg_path)!r} is not valid JSON ({e}).") from None
-    try: tensors = load_file(str(w_path))
+        if not p.is_file():
+            raise CheckpointError(f"{str(directory)!r} has no {p.name}: it is not a saved model directory.")
+    try:
+        config = json.loads(cfg_path.read_text())
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{str(cfg_path)!r} is not valid JSON ({e}).") from None
+    try:
+        tensors = load_file(str(w_path))
     except Exception as e:
-        raise CheckpointError(f"{str(w_path)!r} cannot be read as safetensors (truncated or corrupt: {e}). "
-                              f"Re-export it from a training checkpoint.") from None
+        raise CheckpointError(
+            f"{str(w_path)!r} cannot be read as safetensors (truncated or corrupt: {e}). "
+            f"Re-export it from a training checkpoint."
+        ) from None
     return tensors, config

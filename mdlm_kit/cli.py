@@ -27,32 +27,46 @@ __all__ = ['USER_ERRORS', 'QUICKSTART_SAMPLES', 'UsageError', 'build_config', 'c
 class UsageError(KitError, ValueError):
     "A command-line flag that cannot be used; the message names it."
 
+
 # what ends a command with its message and exit code 2: the kit's own errors only; anything else is a bug and shows
 # its traceback
 USER_ERRORS = (KitError,)
 
+
 def _common(p: argparse.ArgumentParser, config: bool = True):
-    if config: p.add_argument("--config", help="TOML or JSON config file (default: the built-in quickstart config)")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key, e.g. --set training.learning_rate=3e-4 (repeatable)")
+    if config:
+        p.add_argument("--config", help="TOML or JSON config file (default: the built-in quickstart config)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set training.learning_rate=3e-4 (repeatable)",
+    )
     p.add_argument("--device", help="auto (CUDA > MPS > CPU), cpu, cuda, cuda:N or mps")
     p.add_argument("--precision", help="auto, fp32, bf16 or fp16 (fp16 is refused on the CPU)")
+
 
 def build_config(args) -> ExperimentConfig:
     "Config file, then --set overrides, then the dedicated flags."
     base = load_config(getattr(args, "config", None))
     items = []
     max_steps = getattr(args, "max_steps", None)
-    if max_steps and base.training.warmup_steps >= max_steps:   # a short --max-steps run still warms up, for a tenth of it
+    if (
+        max_steps and base.training.warmup_steps >= max_steps
+    ):  # a short --max-steps run still warms up, for a tenth of it
         items.append(f"training.warmup_steps={max_steps // 10}")
     items += list(args.overrides)
-    if getattr(args, "device", None): items.append(f'device="{args.device}"')
-    if getattr(args, "precision", None): items.append(f'precision="{args.precision}"')
-    if getattr(args, "corpus", None): items.append(f"data.corpus={json.dumps(str(args.corpus))}")
-    if max_steps: items.append(f"training.max_steps={max_steps}")
+    if getattr(args, "device", None):
+        items.append(f'device="{args.device}"')
+    if getattr(args, "precision", None):
+        items.append(f'precision="{args.precision}"')
+    if getattr(args, "corpus", None):
+        items.append(f"data.corpus={json.dumps(str(args.corpus))}")
+    if max_steps:
+        items.append(f"training.max_steps={max_steps}")
     return apply_overrides(base, items)
-
-
 
 # %% ../nbs/09_cli.ipynb #30b017e4
 def cmd_prepare(args):
@@ -61,84 +75,165 @@ def cmd_prepare(args):
     prepare_data(cfg.data, out)
     print(json.dumps(json.loads((out / "meta.json").read_text()), indent=2))
 
+
 def cmd_train(args):
     cfg = build_config(args)
-    Trainer(cfg, args.output_dir, resume=args.resume, max_run_steps=args.max_run_steps,
-            progress=not args.no_progress).run()
+    Trainer(
+        cfg, args.output_dir, resume=args.resume, max_run_steps=args.max_run_steps, progress=not args.no_progress
+    ).run()
 
-def _samples(model, tok, prompt: str, n: int, length: int, steps: int, sampler: str, block_length, temperature: float,
-             top_k: int, seed: int) -> list[str]:
+
+def _samples(
+    model,
+    tok,
+    prompt: str,
+    n: int,
+    length: int,
+    steps: int,
+    sampler: str,
+    block_length,
+    temperature: float,
+    top_k: int,
+    seed: int,
+) -> list[str]:
     ids = tok(prompt, add_special_tokens=False)["input_ids"] if prompt else []
-    if objective_of(model) == "ar":   # the baseline samples left to right; steps and sampler do not apply
+    if objective_of(model) == "ar":  # the baseline samples left to right; steps and sampler do not apply
         out = ar_generate(model, ids, length, tok.eos_token_id, temperature, top_k, seed, batch_size=n)
     else:
-        out = generate(model, ids, length=length, steps=steps, sampler=sampler, block_length=block_length,
-                       temperature=temperature, top_k=top_k, seed=seed, batch_size=n)
+        out = generate(
+            model,
+            ids,
+            length=length,
+            steps=steps,
+            sampler=sampler,
+            block_length=block_length,
+            temperature=temperature,
+            top_k=top_k,
+            seed=seed,
+            batch_size=n,
+        )
     return [decode(tok, row) for row in out]
+
 
 def cmd_sample(args):
     model, tok = load_inference(args.checkpoint, args.device)
-    for i, text in enumerate(_samples(model, tok, args.prompt, args.num_samples, args.length, args.steps, args.sampler,
-                                      args.block_length, args.temperature, args.top_k, args.seed)):
-        if args.num_samples > 1: print(f"--- sample {i}")
+    for i, text in enumerate(
+        _samples(
+            model,
+            tok,
+            args.prompt,
+            args.num_samples,
+            args.length,
+            args.steps,
+            args.sampler,
+            args.block_length,
+            args.temperature,
+            args.top_k,
+            args.seed,
+        )
+    ):
+        if args.num_samples > 1:
+            print(f"--- sample {i}")
         print(text)
+
 
 def cmd_eval(args):
     model, tok = load_inference(args.checkpoint, args.device)
     p = Path(args.text)
-    if not p.is_file(): raise DataError(f"--text {args.text!r} does not exist; pass a UTF-8 text file.")
-    try: text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e: raise DataError(f"{args.text!r} is not UTF-8 text ({e}).") from None
+    if not p.is_file():
+        raise DataError(f"--text {args.text!r} does not exist; pass a UTF-8 text file.")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{args.text!r} is not UTF-8 text ({e}).") from None
     kind = objective_of(model)
     res = text_ar_nll(model, tok, text) if kind == "ar" else text_elbo(model, tok, text, args.levels, args.repeats)
-    print(json.dumps({"text": str(p), "objective": kind,
-                      **{k: round(v, 6) if isinstance(v, float) else v for k, v in res.items()}}))
+    print(
+        json.dumps(
+            {
+                "text": str(p),
+                "objective": kind,
+                **{k: round(v, 6) if isinstance(v, float) else v for k, v in res.items()},
+            }
+        )
+    )
+
 
 def _finished(out: Path, args) -> bool:
     events = out / "events.jsonl"
-    return (events.is_file() and not args.max_steps
-            and any('"event": "complete"' in l for l in events.read_text().splitlines()))
+    return (
+        events.is_file()
+        and not args.max_steps
+        and any('"event": "complete"' in l for l in events.read_text().splitlines())
+    )
+
 
 def _train_or_reuse(cfg, out: Path, args, label: str):
     "Train the run in `out`, continue it if it was started, or reuse it if it finished."
     if _finished(out, args):
         print(f"{out} already holds a finished {label} run; reusing it (delete the directory to retrain).")
         return
-    resume = (out / "events.jsonl").is_file()   # started: continue it (from step 0 if it stopped before its first save)
-    if resume: print(f"continuing the {label} run in {out}")
+    resume = (out / "events.jsonl").is_file()  # started: continue it (from step 0 if it stopped before its first save)
+    if resume:
+        print(f"continuing the {label} run in {out}")
     Trainer(cfg, out, resume=resume, progress=not args.no_progress).run()
+
 
 def _start_baseline(cfg, out: Path, args, threads: int):
     "Train the AR baseline in a child process beside this one (log: out/train.log); None if it already finished."
     import os, subprocess
+
     if _finished(out, args):
         print(f"{out} already holds a finished AR baseline run; reusing it.")
         return None
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "config.toml", to_toml(cfg))
-    cmd = [sys.executable, "-c", "import sys; from mdlm_kit.cli import main; sys.exit(main(sys.argv[1:]))",
-           "train", "--config", str(out / "config.toml"),
-           "--output-dir", str(out), "--no-progress"] + ["--resume"] * (out / "events.jsonl").is_file()
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from mdlm_kit.cli import main; sys.exit(main(sys.argv[1:]))",
+        "train",
+        "--config",
+        str(out / "config.toml"),
+        "--output-dir",
+        str(out),
+        "--no-progress",
+    ] + ["--resume"] * (out / "events.jsonl").is_file()
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     print(f"training the AR baseline beside it, {threads} thread(s) each (log: {out / 'train.log'})")
     with open(out / "train.log", "a") as log:
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
 
+
 # what the quickstart prints, one sampler each: (title, prompt, sampler, steps, block length, top-k); lesson 07 compares
 # the settings (on this model, confidence and blocks give the most real words; ancestral needs top-k at this size)
-QUICKSTART_SAMPLES = [("unconditional, confidence sampler", "", "confidence", 64, None, 0),
-                      ("prompt 'The for statement', ancestral sampler, 256 steps, top-k 20", "The for statement",
-                       "ancestral", 256, None, 20),
-                      ("prompt 'Return the', semi-autoregressive blocks of 16", "Return the", "blocks", 64, 16, 0)]
+QUICKSTART_SAMPLES = [
+    ("unconditional, confidence sampler", "", "confidence", 64, None, 0),
+    (
+        "prompt 'The for statement', ancestral sampler, 256 steps, top-k 20",
+        "The for statement",
+        "ancestral",
+        256,
+        None,
+        20,
+    ),
+    ("prompt 'Return the', semi-autoregressive blocks of 16", "Return the", "blocks", 64, 16, 0),
+]
+
 
 def compare_runs(mdlm_model, ar_model, data: PackedData, n_levels: int = 16) -> dict:
     "Both models scored on the whole validation split, beside the split's unigram entropy."
     mdlm = score_split(mdlm_model, data, "mdlm", n_levels=n_levels)
     ar = score_split(ar_model, data, "ar")
     uni = data.unigram_entropy("val")
-    return {"unigram_nats_per_token": uni, "mdlm": mdlm, "ar": ar,
-            "mdlm_over_ar": mdlm["nats_per_token"] / ar["nats_per_token"],
-            "mdlm_over_unigram": mdlm["nats_per_token"] / uni}
+    return {
+        "unigram_nats_per_token": uni,
+        "mdlm": mdlm,
+        "ar": ar,
+        "mdlm_over_ar": mdlm["nats_per_token"] / ar["nats_per_token"],
+        "mdlm_over_unigram": mdlm["nats_per_token"] / uni,
+    }
+
 
 def print_comparison(c: dict):
     m, a = c["mdlm"], c["ar"]
@@ -146,66 +241,91 @@ def print_comparison(c: dict):
     print(f"  {'':34}{'nats/token':>11}{'bits/char':>11}")
     print(f"  {'unigram entropy (no context)':34}{c['unigram_nats_per_token']:>11.3f}")
     label = f"MDLM, ELBO bound ({m['n_levels']} levels)"
-    print(f"  {label:34}{m['nats_per_token']:>11.3f}{m['bits_per_char']:>11.3f}   (quadrature error ~{m['quadrature_error']:.3f})")
+    print(
+        f"  {label:34}{m['nats_per_token']:>11.3f}{m['bits_per_char']:>11.3f} "
+        f"  (quadrature error ~{m['quadrature_error']:.3f})"
+    )
     print(f"  {'AR baseline, exact NLL':34}{a['nats_per_token']:>11.3f}{a['bits_per_char']:>11.3f}")
     print(f"  MDLM / AR = {c['mdlm_over_ar']:.2f}x   MDLM / unigram = {c['mdlm_over_unigram']:.2f}x")
 
+
 def cmd_quickstart(args):
     import torch
+
     cfg = build_config(args)
     out = Path(args.output_dir)
     child = None
-    if args.baseline:   # the AR baseline trains at the same time, on the other half of the cores
-        data_dir = cfg.data.data_dir or str(out / "data")        # the same tokenizer and blocks for both
+    if args.baseline:  # the AR baseline trains at the same time, on the other half of the cores
+        data_dir = cfg.data.data_dir or str(out / "data")  # the same tokenizer and blocks for both
         prepare_data(cfg.data, data_dir)
         ar_cfg = apply_overrides(cfg, ['training.objective="ar"', f"data.data_dir={json.dumps(data_dir)}"])
         threads = max(1, torch.get_num_threads() // 2)
         child = _start_baseline(ar_cfg, out / "ar", args, threads)
-        if child is not None: torch.set_num_threads(threads)
-    try: _train_or_reuse(cfg, out, args, "quickstart MDLM")
+        if child is not None:
+            torch.set_num_threads(threads)
+    try:
+        _train_or_reuse(cfg, out, args, "quickstart MDLM")
     except BaseException:
-        if child is not None: child.terminate()
+        if child is not None:
+            child.terminate()
         raise
     model, tok = load_inference(out / "inference", args.device)
     print("\nValidation ELBO bound (nats/token) as training went:")
     for l in (out / "events.jsonl").read_text().splitlines():
         e = json.loads(l)
-        if e["event"] == "validation": print(f"  step {e['step']:>5}: {e['elbo_nats_per_token']:.3f}")
+        if e["event"] == "validation":
+            print(f"  step {e['step']:>5}: {e['elbo_nats_per_token']:.3f}")
     data = PackedData(cfg.data.data_dir or out / "data")
     words = data.words("train")
     for title, prompt, sampler, steps, bl, top_k in QUICKSTART_SAMPLES:
         text = _samples(model, tok, prompt, 1, 64, steps, sampler, bl, 1.0, top_k, args.seed)[0]
         print(f"\n=== sample ({title}) ===\n{text.strip()}\n=== end of sample ===")
-        print(f"{known_word_fraction(text[len(prompt):], words):.0%} of its words occur in the training text")
+        print(f"{known_word_fraction(text[len(prompt) :], words):.0%} of its words occur in the training text")
     if args.baseline:
         if child is not None and child.wait() != 0:
             raise TrainingError(f"the AR baseline failed; see {out / 'ar' / 'train.log'} (rerun to continue it).")
         ar_model, _ = load_inference(out / "ar" / "inference", args.device)
         text = _samples(ar_model, tok, "The for statement", 1, 64, 0, "", None, 1.0, 0, args.seed)[0]
         print(f"\n=== sample (AR baseline, prompt 'The for statement') ===\n{text.strip()}\n=== end of sample ===")
-        print(f"{known_word_fraction(text[len('The for statement'):], words):.0%} of its words occur in the training text")
+        print(
+            f"{known_word_fraction(text[len('The for statement') :], words):.0%} "
+            f"of its words occur in the training text"
+        )
         c = compare_runs(model, ar_model, data)
         atomic_write_text(out / "comparison.json", json.dumps(c, indent=2) + "\n")
         print_comparison(c)
-    print(f"\nInference checkpoint: {out / 'inference'}\nTry: mdlm-kit sample --checkpoint {out / 'inference'} "
-          f"--prompt \"The import system\" --length 64 --steps 64 --sampler confidence --seed 1")
+    print(
+        f"\nInference checkpoint: {out / 'inference'}\nTry: mdlm-kit sample --checkpoint {out / 'inference'} "
+        f"--prompt \"The import system\" --length 64 --steps 64 --sampler confidence --seed 1"
+    )
 
 # %% ../nbs/09_cli.ipynb #f5546ec6
 def playground_setup(args):
     "The Playground the `playground` command would serve, with every flag checked (and nothing served)."
-    try: import gradio  # noqa: F401
-    except ImportError: raise UsageError("the playground needs gradio: pip install 'mdlm-kit[playground]' (`make install` has it).") from None
+    try:
+        import gradio  # noqa: F401
+    except ImportError:
+        raise UsageError(
+            "the playground needs gradio: pip install 'mdlm-kit[playground]' (`make install` has it)."
+        ) from None
     from mdlm_kit.playground import Playground
-    if not 0 < args.port < 65536: raise UsageError(f"--port must be between 1 and 65535, not {args.port}.")
+
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port must be between 1 and 65535, not {args.port}.")
     ckpt = args.checkpoint
-    if ckpt is None and Path("runs/quickstart/inference/config.json").is_file(): ckpt = "runs/quickstart/inference"
+    if ckpt is None and Path("runs/quickstart/inference/config.json").is_file():
+        ckpt = "runs/quickstart/inference"
     if ckpt and not (Path(ckpt) / "config.json").is_file():
-        raise UsageError(f"--checkpoint {ckpt!r} is not an inference directory (no config.json); "
-                                "pass a run's inference/ folder, or make one with `mdlm-kit quickstart`.")
+        raise UsageError(
+            f"--checkpoint {ckpt!r} is not an inference directory (no config.json); "
+            "pass a run's inference/ folder, or make one with `mdlm-kit quickstart`."
+        )
     for d in args.allow_dir:
-        if not Path(d).is_dir(): raise UsageError(f"--allow-dir {d!r} is not a directory.")
+        if not Path(d).is_dir():
+            raise UsageError(f"--allow-dir {d!r} is not a directory.")
     roots = list(args.allow_dir) or [str(Path(ckpt).resolve().parent)] * bool(ckpt) + ["runs"] * Path("runs").is_dir()
-    if bool(args.target) != bool(args.draft): raise UsageError("--target and --draft go together: pass both, or neither.")
+    if bool(args.target) != bool(args.draft):
+        raise UsageError("--target and --draft go together: pass both, or neither.")
     dev = resolve_device(args.device or "auto")
     target = draft = None
     if args.target:
@@ -214,96 +334,178 @@ def playground_setup(args):
         from mdlm_kit.targets import digests_match
         from mdlm_kit.speculative import tokens_per_cycle
         from mdlm_kit.device import cast_weights
+
         draft = load_draft(args.draft, device=dev)
-        dtype = inference_precision(args.precision, dev, tokens_per_cycle(draft)).dtype   # one for target and drafter
+        dtype = inference_precision(args.precision, dev, tokens_per_cycle(draft)).dtype  # one for target and drafter
         target = TargetModel.from_pretrained(args.target, device=dev, dtype=dtype)
         cast_weights(draft, dtype)
         if not digests_match(getattr(draft.config, "target_digest", ""), target.digest()):
             raise UsageError(f"the drafter in {args.draft!r} was trained for another target than {args.target!r}.")
     return Playground(ckpt, roots, target, draft, device=dev)
 
+
 def cmd_playground(args):
     from mdlm_kit.playground import launch
+
     launch(playground_setup(args), args.host, args.port)
 
 # %% ../nbs/09_cli.ipynb #8d6acc99
-def make_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="mdlm-kit", description="Masked diffusion language models and speculative-decoding drafters.")
-    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    p = sub.add_parser("quickstart", help="build data and tokenizer, train a small MDLM, print samples",
-                       description="Build the embedded corpus (or --corpus) and tokenizer, train the default small model, "
-                                   "print the validation bound and samples. Rerunning continues or reuses the run.")
+def _add_quickstart(sub):
+    "The `mdlm-kit quickstart` command and its flags."
+    p = sub.add_parser(
+        "quickstart",
+        help="build data and tokenizer, train a small MDLM, print samples",
+        description="Build the embedded corpus (or --corpus) and tokenizer, train the default small model, "
+        "print the validation bound and samples. Rerunning continues or reuses the run.",
+    )
     p.add_argument("--output-dir", default="runs/quickstart", help="run directory (default: runs/quickstart)")
-    p.add_argument("--corpus", help="a local UTF-8 text file to train on instead of the embedded corpus (its tail is the validation split)")
+    p.add_argument(
+        "--corpus",
+        help="a local UTF-8 text file to train on instead of the embedded corpus (its tail is the validation split)",
+    )
     p.add_argument("--max-steps", type=int, help="optimizer steps (default: the config's training.max_steps)")
     p.add_argument("--seed", type=int, default=0, help="seed for the printed samples")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--baseline", action="store_true",
-                   help="also train the autoregressive baseline (same size, data and steps) beside it, on half the cores, "
-                        "and print both models scored on the validation text (about 1.5x the time)")
-    _common(p); p.set_defaults(fn=cmd_quickstart)
+    p.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also train the autoregressive baseline (same size, data and steps) beside it, on half the cores, "
+        "and print both models scored on the validation text (about 1.5x the time)",
+    )
+    _common(p)
+    p.set_defaults(fn=cmd_quickstart)
 
-    p = sub.add_parser("prepare", help="train the tokenizer and pack the corpus into blocks",
-                       description="Read the corpus, train (or load) the tokenizer and write train.bin/val.bin/meta.json.")
+
+def _add_prepare(sub):
+    "The `mdlm-kit prepare` command and its flags."
+    p = sub.add_parser(
+        "prepare",
+        help="train the tokenizer and pack the corpus into blocks",
+        description="Read the corpus, train (or load) the tokenizer and write train.bin/val.bin/meta.json.",
+    )
     p.add_argument("--output-dir", help="data directory (default: data.data_dir, else ./data)")
     p.add_argument("--corpus", help="'embedded', a .txt/.jsonl file or directory, or hf:NAME[:CONFIG]")
-    _common(p); p.set_defaults(fn=cmd_prepare)
+    _common(p)
+    p.set_defaults(fn=cmd_prepare)
 
-    p = sub.add_parser("train", help="train an MDLM from a config", description="Train, checkpoint and resume an MDLM run.")
-    p.add_argument("--output-dir", required=True, help="run directory (config.toml, events.jsonl, checkpoints/, inference/)")
+
+def _add_train(sub):
+    "The `mdlm-kit train` command and its flags."
+    p = sub.add_parser(
+        "train", help="train an MDLM from a config", description="Train, checkpoint and resume an MDLM run."
+    )
+    p.add_argument(
+        "--output-dir", required=True, help="run directory (config.toml, events.jsonl, checkpoints/, inference/)"
+    )
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --output-dir")
-    p.add_argument("--max-run-steps", type=int, help="stop safely (with a checkpoint) after this many steps in this invocation")
+    p.add_argument(
+        "--max-run-steps", type=int, help="stop safely (with a checkpoint) after this many steps in this invocation"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    _common(p); p.set_defaults(fn=cmd_train)
+    _common(p)
+    p.set_defaults(fn=cmd_train)
 
-    p = sub.add_parser("sample", help="generate text from an inference checkpoint",
-                       description="Generate by iterative unmasking from a run's inference/ directory.")
+
+def _add_sample(sub):
+    "The `mdlm-kit sample` command and its flags."
+    p = sub.add_parser(
+        "sample",
+        help="generate text from an inference checkpoint",
+        description="Generate by iterative unmasking from a run's inference/ directory.",
+    )
     p.add_argument("--checkpoint", required=True, help="an inference directory (RUN/inference)")
     p.add_argument("--prompt", default="", help="text the generation continues (kept fixed)")
     p.add_argument("--length", type=int, default=64, help="tokens to generate")
     p.add_argument("--steps", type=int, default=64, help="denoising steps (<= length)")
-    p.add_argument("--sampler", choices=SAMPLERS, default="confidence", help="ancestral (MDLM), confidence (LLaDA) or blocks (semi-AR)")
+    p.add_argument(
+        "--sampler",
+        choices=SAMPLERS,
+        default="confidence",
+        help="ancestral (MDLM), confidence (LLaDA) or blocks (semi-AR)",
+    )
     p.add_argument("--block-length", type=int, help="block length for --sampler blocks")
     p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
     p.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens (0: all)")
     p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same text)")
     p.add_argument("--num-samples", type=int, default=1, help="how many samples")
-    p.add_argument("--device", help="auto, cpu, cuda or mps"); p.set_defaults(fn=cmd_sample)
+    p.add_argument("--device", help="auto, cpu, cuda or mps")
+    p.set_defaults(fn=cmd_sample)
 
-    p = sub.add_parser("eval", help="ELBO bound of a text file (nats/token, bits/char)",
-                       description="Print one JSON line with the ELBO bound of --text under the model.")
+
+def _add_eval(sub):
+    "The `mdlm-kit eval` command and its flags."
+    p = sub.add_parser(
+        "eval",
+        help="ELBO bound of a text file (nats/token, bits/char)",
+        description="Print one JSON line with the ELBO bound of --text under the model.",
+    )
     p.add_argument("--checkpoint", required=True, help="an inference directory (RUN/inference)")
     p.add_argument("--text", required=True, help="UTF-8 text file to score")
     p.add_argument("--levels", type=int, default=16, help="noise levels of the quadrature")
     p.add_argument("--repeats", type=int, default=1, help="independent mask draws per level")
-    p.add_argument("--device", help="auto, cpu, cuda or mps"); p.set_defaults(fn=cmd_eval)
+    p.add_argument("--device", help="auto, cpu, cuda or mps")
+    p.set_defaults(fn=cmd_eval)
 
-    p = sub.add_parser("playground", help="Gradio app: watch denoising and speculative decoding step by step",
-                       description="Serve the playground (on 127.0.0.1 unless --host says otherwise). The page can load "
-                                   "checkpoints only from under the --allow-dir directories.")
+
+def _add_playground(sub):
+    "The `mdlm-kit playground` command and its flags."
+    p = sub.add_parser(
+        "playground",
+        help="Gradio app: watch denoising and speculative decoding step by step",
+        description="Serve the playground (on 127.0.0.1 unless --host says otherwise). The page can load "
+        "checkpoints only from under the --allow-dir directories.",
+    )
     p.add_argument("--checkpoint", help="inference directory (default: runs/quickstart/inference if it exists)")
-    p.add_argument("--allow-dir", action="append", default=[], metavar="DIR",
-                   help="directory whose checkpoints the page may load (repeatable; default: the checkpoint's run directory and runs/)")
+    p.add_argument(
+        "--allow-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="directory whose checkpoints the page may load "
+        "(repeatable; default: the checkpoint's run directory and runs/)",
+    )
     p.add_argument("--target", help="target model for the speculative-decoding tab (e.g. smollm2); needs --draft")
-    p.add_argument("--draft", help="DFlash or EAGLE-3 drafter directory for the speculative-decoding tab; needs --target")
+    p.add_argument(
+        "--draft", help="DFlash or EAGLE-3 drafter directory for the speculative-decoding tab; needs --target"
+    )
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=7860, help="port (default 7860)")
     p.add_argument("--device", help="auto, cpu, cuda or mps")
-    p.add_argument("--precision", default="auto", help="weights of --target and --draft: auto (see `mdlm-kit speculate -h`), "
-                   "fp32, bf16 or fp16 (GPU)")
+    p.add_argument(
+        "--precision",
+        default="auto",
+        help="weights of --target and --draft: auto (see `mdlm-kit speculate -h`), fp32, bf16 or fp16 (GPU)",
+    )
     p.set_defaults(fn=cmd_playground)
 
+
+def make_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="mdlm-kit", description="Masked diffusion language models and speculative-decoding drafters."
+    )
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    _add_quickstart(sub)
+    _add_prepare(sub)
+    _add_train(sub)
+    _add_sample(sub)
+    _add_eval(sub)
+    _add_playground(sub)
     from mdlm_kit.draft_cli import add_draft_commands  # drafter commands live with the drafters
+
     add_draft_commands(sub)
     return ap
+
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `mdlm-kit` console script."
     args = make_parser().parse_args(argv)
-    try: args.fn(args)
+    try:
+        args.fn(args)
     except USER_ERRORS as e:
-        print(f"mdlm-kit {args.command}: error: {e}", file=sys.stderr); return 2
+        print(f"mdlm-kit {args.command}: error: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
-        print(f"mdlm-kit {args.command}: interrupted; the last checkpoint is intact (use --resume).", file=sys.stderr); return 130
+        print(f"mdlm-kit {args.command}: interrupted; the last checkpoint is intact (use --resume).", file=sys.stderr)
+        return 130
     return 0

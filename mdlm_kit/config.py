@@ -20,18 +20,19 @@ __all__ = ['OBJECTIVES', 'ModelConfig', 'DataConfig', 'TrainingConfig', 'Experim
 @dataclass
 class ModelConfig:
     "Shape of the bidirectional transformer. `vocab_size`/`mask_token_id` of -1 are filled in from the tokenizer."
+
     vocab_size: int = -1
     n_layer: int = 4
     n_head: int = 4
     d_model: int = 192
-    d_ff: int = 0                 # 0: SwiGLU width ~ 8/3 d_model, rounded up to a multiple of 64
+    d_ff: int = 0  # 0: SwiGLU width ~ 8/3 d_model, rounded up to a multiple of 64
     max_seq_len: int = 128
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
-    qk_norm: bool = True          # RMSNorm on queries and keys per head (see the model notebook)
-    head_bias: bool = True        # a bias on the output logits, started at the training data's log-unigram
-    tie_embeddings: bool = True   # the output head reuses the input embedding matrix
-    local_mixing: int = 1         # each block first mixes in the tokens up to this far on each side (0: off)
+    qk_norm: bool = True  # RMSNorm on queries and keys per head (see the model notebook)
+    head_bias: bool = True  # a bias on the output logits, started at the training data's log-unigram
+    tie_embeddings: bool = True  # the output head reuses the input embedding matrix
+    local_mixing: int = 1  # each block first mixes in the tokens up to this far on each side (0: off)
     dropout: float = 0.0
     init_std: float = 0.02
     mask_token_id: int = -1
@@ -41,36 +42,41 @@ class ModelConfig:
     def ffn_dim(self) -> int:
         return self.d_ff if self.d_ff > 0 else 64 * math.ceil(8 * self.d_model / 3 / 64)
 
+
 @dataclass
 class DataConfig:
-    "Where text comes from and how it is cut. `corpus` is `embedded`, a local .txt/.jsonl file or directory, or `hf:NAME[:CONFIG]`."
+    """Where text comes from and how it is cut. `corpus` is `embedded`, a local .txt/.jsonl file or directory, or
+    `hf:NAME[:CONFIG]`."""
+
     corpus: str = "embedded"
-    text_field: str = "text"      # the field read from JSONL records and datasets
-    data_dir: str = ""            # packed data; empty: <output_dir>/data
-    tokenizer: str = ""           # an existing tokenizer directory; empty: train one on the corpus
+    text_field: str = "text"  # the field read from JSONL records and datasets
+    data_dir: str = ""  # packed data; empty: <output_dir>/data
+    tokenizer: str = ""  # an existing tokenizer directory; empty: train one on the corpus
     tokenizer_vocab_size: int = 2048
     block_size: int = 128
     val_fraction: float = 0.05
 
+
 @dataclass
 class TrainingConfig:
     "The optimisation run. An optimizer step consumes `batch_size * gradient_accumulation_steps` blocks."
+
     max_steps: int = 1200
     batch_size: int = 16
     gradient_accumulation_steps: int = 1
     learning_rate: float = 3e-3
-    min_lr: float = -1.0          # where the cosine ends; -1: at learning_rate, i.e. constant after warm-up (lesson 08)
+    min_lr: float = -1.0  # where the cosine ends; -1: at learning_rate, i.e. constant after warm-up (lesson 08)
     warmup_steps: int = 60
-    decay_steps: int = 0          # the last N steps fall linearly to 0 (warmup-stable-decay); 0: no final decay
+    decay_steps: int = 0  # the last N steps fall linearly to 0 (warmup-stable-decay); 0: no final decay
     weight_decay: float = 0.1
     beta1: float = 0.9
     beta2: float = 0.98
     adam_eps: float = 1e-8
     grad_clip: float = 1.0
-    optimizer: str = "adamw"      # adamw | adamw_8bit (bitsandbytes)
-    sampling_eps: float = 1e-3    # t ~ U(eps, 1)
+    optimizer: str = "adamw"  # adamw | adamw_8bit (bitsandbytes)
+    sampling_eps: float = 1e-3  # t ~ U(eps, 1)
     antithetic_sampling: bool = True
-    masking: str = "exact"        # exact: ceil(t L) tokens per sequence | bernoulli: each token with probability t
+    masking: str = "exact"  # exact: ceil(t L) tokens per sequence | bernoulli: each token with probability t
     seed: int = 1337
     log_interval: int = 10
     eval_interval: int = 200
@@ -79,12 +85,16 @@ class TrainingConfig:
     save_interval: int = 200
     keep_last: int = 2
     skip_nonfinite: bool = False  # skip a step whose loss is NaN/inf instead of stopping
-    objective: str = "mdlm"       # mdlm (masked diffusion) | ar (the same model run causally: the baseline)
-    compile: bool = False         # torch.compile the training forward/backward (fuses element-wise work; the first step compiles)
+    objective: str = "mdlm"  # mdlm (masked diffusion) | ar (the same model run causally: the baseline)
+    compile: bool = (
+        False  # torch.compile the training forward/backward (fuses element-wise work; the first step compiles)
+    )
+
 
 @dataclass
 class ExperimentConfig:
     "A whole run: where it computes and the three sections."
+
     name: str = "mdlm"
     device: str = "auto"
     precision: str = "auto"
@@ -97,22 +107,37 @@ class ExperimentConfig:
 class ConfigError(KitError, ValueError):
     "A configuration problem; the message names the key and the fix."
 
-OBJECTIVES = ("mdlm", "ar")   # masked diffusion, or the autoregressive baseline
+
+OBJECTIVES = ("mdlm", "ar")  # masked diffusion, or the autoregressive baseline
+
 
 def _check(cond: bool, key: str, msg: str):
-    if not cond: raise ConfigError(f"config key '{key}': {msg}")
+    if not cond:
+        raise ConfigError(f"config key '{key}': {msg}")
+
 
 def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     "Check ranges and cross-section relations; returns `cfg` or raises `ConfigError` naming the key."
     m, d, t = cfg.model, cfg.data, cfg.training
-    for k in ("n_layer", "n_head", "d_model", "max_seq_len"): _check(getattr(m, k) > 0, f"model.{k}", "must be > 0")
+    for k in ("n_layer", "n_head", "d_model", "max_seq_len"):
+        _check(getattr(m, k) > 0, f"model.{k}", "must be > 0")
     _check(m.d_model % m.n_head == 0, "model.n_head", f"must divide model.d_model={m.d_model}")
     _check((m.d_model // m.n_head) % 2 == 0, "model.d_model", "d_model / n_head must be even for rotary embeddings")
     _check(0 <= m.dropout < 1, "model.dropout", "must be in [0, 1)")
     _check(m.local_mixing >= 0, "model.local_mixing", "must be >= 0 (0 turns it off)")
-    _check(m.vocab_size == -1 or m.vocab_size > 1, "model.vocab_size", "must be > 1, or -1 to take it from the tokenizer")
-    _check(m.mask_token_id == -1 or 0 <= m.mask_token_id, "model.mask_token_id", "must be >= 0, or -1 to take it from the tokenizer")
-    _check(m.vocab_size == -1 or m.mask_token_id < m.vocab_size, "model.mask_token_id", f"must be < model.vocab_size={m.vocab_size}")
+    _check(
+        m.vocab_size == -1 or m.vocab_size > 1, "model.vocab_size", "must be > 1, or -1 to take it from the tokenizer"
+    )
+    _check(
+        m.mask_token_id == -1 or 0 <= m.mask_token_id,
+        "model.mask_token_id",
+        "must be >= 0, or -1 to take it from the tokenizer",
+    )
+    _check(
+        m.vocab_size == -1 or m.mask_token_id < m.vocab_size,
+        "model.mask_token_id",
+        f"must be < model.vocab_size={m.vocab_size}",
+    )
     _check(d.block_size >= 8, "data.block_size", "must be >= 8")
     _check(d.block_size <= m.max_seq_len, "data.block_size", f"must be <= model.max_seq_len={m.max_seq_len}")
     _check(0 < d.val_fraction < 0.5, "data.val_fraction", "must be in (0, 0.5)")
@@ -121,11 +146,17 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     _check(t.batch_size > 0, "training.batch_size", "must be > 0")
     _check(t.gradient_accumulation_steps > 0, "training.gradient_accumulation_steps", "must be > 0")
     _check(t.learning_rate > 0, "training.learning_rate", "must be > 0")
-    _check(t.min_lr == -1 or 0 <= t.min_lr <= t.learning_rate, "training.min_lr",
-           "must be in [0, training.learning_rate], or -1 for a constant rate after warm-up")
+    _check(
+        t.min_lr == -1 or 0 <= t.min_lr <= t.learning_rate,
+        "training.min_lr",
+        "must be in [0, training.learning_rate], or -1 for a constant rate after warm-up",
+    )
     _check(0 <= t.warmup_steps < t.max_steps, "training.warmup_steps", "must be >= 0 and < training.max_steps")
-    _check(0 <= t.decay_steps <= t.max_steps - t.warmup_steps, "training.decay_steps",
-           "must be >= 0 and at most training.max_steps - training.warmup_steps")
+    _check(
+        0 <= t.decay_steps <= t.max_steps - t.warmup_steps,
+        "training.decay_steps",
+        "must be >= 0 and at most training.max_steps - training.warmup_steps",
+    )
     _check(0 <= t.beta1 < 1 and 0 <= t.beta2 < 1, "training.beta1/beta2", "must be in [0, 1)")
     _check(t.optimizer in ("adamw", "adamw_8bit"), "training.optimizer", "must be 'adamw' or 'adamw_8bit'")
     _check(t.objective in OBJECTIVES, "training.objective", f"must be one of {', '.join(OBJECTIVES)}")
@@ -141,18 +172,23 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
 # %% ../nbs/01_config.ipynb #c03ad087
 _SECTIONS = {"model": ModelConfig, "data": DataConfig, "training": TrainingConfig}
 
+
 def _coerce(value: Any, typ: str, key: str):
     if typ == "bool":
         _check(isinstance(value, bool), key, f"expected true/false, got {value!r}")
     elif typ == "int":
-        if isinstance(value, float) and value.is_integer(): value = int(value)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
         _check(isinstance(value, int) and not isinstance(value, bool), key, f"expected an integer, got {value!r}")
     elif typ == "float":
-        _check(isinstance(value, (int, float)) and not isinstance(value, bool), key, f"expected a number, got {value!r}")
+        _check(
+            isinstance(value, (int, float)) and not isinstance(value, bool), key, f"expected a number, got {value!r}"
+        )
         value = float(value)
     elif typ == "str":
         _check(isinstance(value, str), key, f"expected a string, got {value!r}")
     return value
+
 
 def _fill(obj, values: dict, prefix: str):
     known = {f.name: f for f in fields(obj)}
@@ -160,8 +196,10 @@ def _fill(obj, values: dict, prefix: str):
         key = f"{prefix}{k}"
         if k not in known:
             hint = difflib.get_close_matches(k, list(known), n=1)
-            raise ConfigError(f"unknown config key '{key}'" + (f": did you mean '{prefix}{hint[0]}'?" if hint else
-                              f"; valid keys here: {', '.join(sorted(known))}"))
+            raise ConfigError(
+                f"unknown config key '{key}'"
+                + (f": did you mean '{prefix}{hint[0]}'?" if hint else f"; valid keys here: {', '.join(sorted(known))}")
+            )
         typ = known[k].type if isinstance(known[k].type, str) else known[k].type.__name__
         if k in _SECTIONS and prefix == "":
             _check(isinstance(v, dict), key, "must be a table/section")
@@ -170,29 +208,41 @@ def _fill(obj, values: dict, prefix: str):
             setattr(obj, k, _coerce(v, typ, key))
     return obj
 
+
 def from_dict(d: dict) -> ExperimentConfig:
     "Build and validate an `ExperimentConfig` from nested dicts (unknown keys and bad types are errors)."
     return validate(_fill(ExperimentConfig(), d, ""))
 
+
 def load_config(path: str | Path | None) -> ExperimentConfig:
     "Read a TOML (or .json) config; `None` gives the defaults."
-    if path is None: return validate(ExperimentConfig())
+    if path is None:
+        return validate(ExperimentConfig())
     p = Path(path)
-    if not p.is_file(): raise ConfigError(f"config file {str(p)!r} does not exist; pass an existing .toml or .json file.")
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist; pass an existing .toml or .json file.")
     text = p.read_text(encoding="utf-8")
-    try: d = json.loads(text) if p.suffix.lower() == ".json" else tomllib.loads(text)
+    try:
+        d = json.loads(text) if p.suffix.lower() == ".json" else tomllib.loads(text)
     except (tomllib.TOMLDecodeError, json.JSONDecodeError) as e:
-        raise ConfigError(f"config file {str(p)!r} is not valid {'JSON' if p.suffix.lower()=='.json' else 'TOML'}: {e}") from None
+        raise ConfigError(
+            f"config file {str(p)!r} is not valid {'JSON' if p.suffix.lower() == '.json' else 'TOML'}: {e}"
+        ) from None
     return from_dict(d)
+
 
 def parse_override(item: str) -> tuple[str, Any]:
     "Split `section.key=value`; the value is read as TOML, falling back to a plain string."
-    if "=" not in item: raise ConfigError(f"override {item!r} must look like section.key=value, e.g. training.learning_rate=3e-4")
+    if "=" not in item:
+        raise ConfigError(f"override {item!r} must look like section.key=value, e.g. training.learning_rate=3e-4")
     key, raw = item.split("=", 1)
     key, raw = key.strip(), raw.strip()
-    try: value = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError: value = raw
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
     return key, value
+
 
 def apply_overrides(cfg: ExperimentConfig, items: list[str] | None) -> ExperimentConfig:
     "Apply `--set` overrides and re-validate."
@@ -200,25 +250,37 @@ def apply_overrides(cfg: ExperimentConfig, items: list[str] | None) -> Experimen
     for item in items or []:
         key, value = parse_override(item)
         parts = key.split(".")
-        if len(parts) == 1 and parts[0] not in _SECTIONS: d[parts[0]] = value
-        elif len(parts) == 2 and parts[0] in _SECTIONS: d[parts[0]][parts[1]] = value
-        else: raise ConfigError(f"unknown config key '{key}': use name, device, precision or model.X / data.X / training.X")
+        if len(parts) == 1 and parts[0] not in _SECTIONS:
+            d[parts[0]] = value
+        elif len(parts) == 2 and parts[0] in _SECTIONS:
+            d[parts[0]][parts[1]] = value
+        else:
+            raise ConfigError(
+                f"unknown config key '{key}': use name, device, precision or model.X / data.X / training.X"
+            )
     return from_dict(d)
+
 
 def to_dict(cfg) -> dict:
     "Nested plain dicts."
     return asdict(cfg)
 
+
 def _toml_value(v) -> str:
-    if isinstance(v, bool): return "true" if v else "false"
-    if isinstance(v, (int, float)): return repr(v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
     return json.dumps(v)  # a JSON string is a valid TOML basic string
+
 
 def to_toml(cfg: ExperimentConfig) -> str:
     "The config as TOML text that `load_config` reads back to an equal config."
-    d = to_dict(cfg); lines = []
+    d = to_dict(cfg)
+    lines = []
     for k, v in d.items():
-        if not isinstance(v, dict): lines.append(f"{k} = {_toml_value(v)}")
+        if not isinstance(v, dict):
+            lines.append(f"{k} = {_toml_value(v)}")
     for sec, vals in d.items():
         if isinstance(vals, dict):
             lines += ["", f"[{sec}]"] + [f"{k} = {_toml_value(v)}" for k, v in vals.items()]

@@ -14,8 +14,7 @@ import torch
 from .checkpoint import atomic_write, atomic_write_text
 from .config import DataConfig
 from .device import KitError
-from .tokenizer import (TokenizerError, ensure_special_tokens, load_tokenizer, tokenizer_sha256,
-                                train_tokenizer)
+from .tokenizer import TokenizerError, ensure_special_tokens, load_tokenizer, tokenizer_sha256, train_tokenizer
 
 # %% auto #0
 __all__ = ['WORD', 'META_FORMAT', 'DataError', 'known_word_fraction', 'stdlib_docstrings', 'embedded_corpus', 'read_corpus',
@@ -25,15 +24,30 @@ __all__ = ['WORD', 'META_FORMAT', 'DataError', 'known_word_fraction', 'stdlib_do
 class DataError(KitError, ValueError):
     "Data that cannot be used; the message names the problem and the fix."
 
-WORD = re.compile(r"[a-z]{3,}", re.IGNORECASE)   # what counts as a word when samples are checked against a corpus
+
+WORD = re.compile(r"[a-z]{3,}", re.IGNORECASE)  # what counts as a word when samples are checked against a corpus
+
 
 def known_word_fraction(text: str, words: set[str]) -> float:
     "Share of the alphabetic words (3+ letters) of `text` found in `words`; 1.0 for a text without words."
     found = [w.lower() in words for w in WORD.findall(text)]
     return sum(found) / len(found) if found else 1.0
 
-_SKIP_PARTS = {"test", "tests", "idlelib", "lib2to3", "site-packages", "dist-packages", "turtledemo", "ensurepip",
-               "__pycache__", "tkinter", "__phello__"}
+
+_SKIP_PARTS = {
+    "test",
+    "tests",
+    "idlelib",
+    "lib2to3",
+    "site-packages",
+    "dist-packages",
+    "turtledemo",
+    "ensurepip",
+    "__pycache__",
+    "tkinter",
+    "__phello__",
+}
+
 
 def stdlib_docstrings(min_chars: int = 40) -> list[str]:
     "Module, class and function docstrings of the standard library, read with `ast` (nothing is imported)."
@@ -41,83 +55,127 @@ def stdlib_docstrings(min_chars: int = 40) -> list[str]:
     docs = []
     for p in sorted(root.rglob("*.py")):
         rel = p.relative_to(root).parts
-        if any(part in _SKIP_PARTS or part.startswith("test") or part.startswith("config-") for part in rel): continue
-        try: tree = ast.parse(p.read_text(encoding="utf-8"))
-        except (SyntaxError, UnicodeDecodeError, ValueError): continue
+        if any(part in _SKIP_PARTS or part.startswith("test") or part.startswith("config-") for part in rel):
+            continue
+        try:
+            tree = ast.parse(p.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
         for node in ast.walk(tree):
             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 d = ast.get_docstring(node)
-                if d and len(d) >= min_chars: docs.append(d)
+                if d and len(d) >= min_chars:
+                    docs.append(d)
     return docs
+
 
 def embedded_corpus() -> list[str]:
     "The offline default corpus: Python's reference topics, then stdlib docstrings (about 1.9 MB of text)."
     import pydoc_data.topics
+
     topics = pydoc_data.topics.topics
     return [topics[k].strip() for k in sorted(topics)] + stdlib_docstrings()
 
 # %% ../nbs/04_data.ipynb #77e720ef
 def read_corpus(spec: str, text_field: str = "text") -> list[str]:
     "Documents from `embedded`, a text/JSONL file or directory, or `hf:NAME[:CONFIG]`."
-    if spec == "embedded": return embedded_corpus()
-    if spec.startswith("hf:"): return _read_hf(spec[3:], text_field)
+    if spec == "embedded":
+        return embedded_corpus()
+    if spec.startswith("hf:"):
+        return _read_hf(spec[3:], text_field)
     p = Path(spec).expanduser()
-    if not p.exists(): raise DataError(f"corpus {spec!r} does not exist: pass 'embedded', a UTF-8 .txt/.jsonl file, "
-                                       f"a directory of .txt files, or hf:NAME for a datasets dataset.")
+    if not p.exists():
+        raise DataError(
+            f"corpus {spec!r} does not exist: pass 'embedded', a UTF-8 .txt/.jsonl file, "
+            f"a directory of .txt files, or hf:NAME for a datasets dataset."
+        )
     if p.is_dir():
-        saved = ("dataset_info.json", "state.json", "dataset_dict.json")   # a Dataset or DatasetDict.save_to_disk
-        if any((p / f).exists() for f in saved): return _read_hf(str(p), text_field)
+        saved = ("dataset_info.json", "state.json", "dataset_dict.json")  # a Dataset or DatasetDict.save_to_disk
+        if any((p / f).exists() for f in saved):
+            return _read_hf(str(p), text_field)
         files = sorted(f for f in p.rglob("*") if f.suffix.lower() in (".txt", ".md"))
-        if not files: raise DataError(f"corpus directory {spec!r} has no .txt or .md files.")
+        if not files:
+            raise DataError(f"corpus directory {spec!r} has no .txt or .md files.")
         return [_read_text(f) for f in files]
     if p.suffix.lower() in (".jsonl", ".json"):
         docs = []
         for i, line in enumerate(_read_text(p).splitlines(), 1):
-            if not line.strip(): continue
-            try: rec = json.loads(line)
-            except json.JSONDecodeError as e: raise DataError(f"{spec}:{i} is not valid JSON ({e}); a JSONL corpus has one object per line.") from None
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(
+                    f"{spec}:{i} is not valid JSON ({e}); a JSONL corpus has one object per line."
+                ) from None
             if not isinstance(rec, dict) or not isinstance(rec.get(text_field), str):
-                raise DataError(f"{spec}:{i} has no string field {text_field!r}; set data.text_field to the field that holds the text.")
+                raise DataError(
+                    f"{spec}:{i} has no string field {text_field!r}; set "
+                    f"data.text_field to the field that holds the text."
+                )
             docs.append(rec[text_field])
         return docs
     return [_read_text(p)]
 
+
 def _read_text(p: Path) -> str:
-    try: return p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as e: raise DataError(f"{str(p)!r} is not UTF-8 text ({e}); convert it to UTF-8.") from None
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{str(p)!r} is not UTF-8 text ({e}); convert it to UTF-8.") from None
+
 
 def _read_hf(name: str, text_field: str) -> list[str]:
-    try: import datasets
-    except ImportError: raise DataError("reading a 🤗 dataset needs `pip install datasets`.") from None
-    if Path(name).is_dir(): ds = datasets.load_from_disk(name)
+    try:
+        import datasets
+    except ImportError:
+        raise DataError("reading a 🤗 dataset needs `pip install datasets`.") from None
+    if Path(name).is_dir():
+        ds = datasets.load_from_disk(name)
     else:
         n, _, conf = name.partition(":")
         ds = datasets.load_dataset(n, conf or None)
-    if isinstance(ds, datasets.DatasetDict): ds = ds["train"] if "train" in ds else ds[list(ds)[0]]
+    if isinstance(ds, datasets.DatasetDict):
+        ds = ds["train"] if "train" in ds else ds[list(ds)[0]]
     if text_field not in ds.column_names:
-        raise DataError(f"dataset {name!r} has no column {text_field!r} (columns: {ds.column_names}); set data.text_field.")
+        raise DataError(
+            f"dataset {name!r} has no column {text_field!r} (columns: {ds.column_names}); set data.text_field."
+        )
     return [t for t in ds[text_field] if isinstance(t, str)]
 
 # %% ../nbs/04_data.ipynb #da6aa967
 META_FORMAT = "mdlm_kit.packed_data.v1"
 
+
 def _corpus_sha(docs: list[str]) -> str:
     h = hashlib.sha256()
-    for d in docs: h.update(d.encode("utf-8")); h.update(b"\x00")
+    for d in docs:
+        h.update(d.encode("utf-8"))
+        h.update(b"\x00")
     return h.hexdigest()
+
 
 def tokenize_documents(tok, docs: list[str], batch: int = 256) -> np.ndarray:
     "Encode every document and append `<|eos|>` after each; one flat int64 array."
     out = []
     for i in range(0, len(docs), batch):
-        enc = tok(docs[i:i + batch], add_special_tokens=False)["input_ids"]
-        for ids in enc: out.append(np.asarray(ids + [tok.eos_token_id], dtype=np.int64))
+        enc = tok(docs[i : i + batch], add_special_tokens=False)["input_ids"]
+        for ids in enc:
+            out.append(np.asarray(ids + [tok.eos_token_id], dtype=np.int64))
     return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+
 
 def _data_spec(cfg: DataConfig) -> dict:
     "The settings that determine the packed data; a mismatch means the data must be rebuilt."
-    return {"corpus": cfg.corpus, "text_field": cfg.text_field, "tokenizer": cfg.tokenizer,
-            "tokenizer_vocab_size": cfg.tokenizer_vocab_size, "block_size": cfg.block_size, "val_fraction": cfg.val_fraction}
+    return {
+        "corpus": cfg.corpus,
+        "text_field": cfg.text_field,
+        "tokenizer": cfg.tokenizer,
+        "tokenizer_vocab_size": cfg.tokenizer_vocab_size,
+        "block_size": cfg.block_size,
+        "val_fraction": cfg.val_fraction,
+    }
+
 
 def prepare_data(cfg: DataConfig, data_dir: str | Path, min_train_blocks: int = 1, log=print) -> Path:
     "Build (or reuse) the tokenizer and packed train/val blocks for `cfg` in `data_dir`."
@@ -126,27 +184,42 @@ def prepare_data(cfg: DataConfig, data_dir: str | Path, min_train_blocks: int = 
     if meta_path.is_file():
         meta = json.loads(meta_path.read_text())
         if meta.get("spec") == _data_spec(cfg):
-            log(f"reusing packed data in {data_dir}"); return data_dir
+            log(f"reusing packed data in {data_dir}")
+            return data_dir
         saved = meta.get("spec", {})
-        diff = "; ".join(f"data.{k}: saved {saved.get(k)!r}, requested {v!r}" for k, v in _data_spec(cfg).items() if saved.get(k) != v)
-        raise DataError(f"{str(data_dir)!r} already holds data built with other settings ({diff}); "
-                        "use another data directory (data.data_dir) or delete that one to rebuild.")
+        diff = "; ".join(
+            f"data.{k}: saved {saved.get(k)!r}, requested {v!r}"
+            for k, v in _data_spec(cfg).items()
+            if saved.get(k) != v
+        )
+        raise DataError(
+            f"{str(data_dir)!r} already holds data built with other settings ({diff}); "
+            "use another data directory (data.data_dir) or delete that one to rebuild."
+        )
     docs = [d for d in read_corpus(cfg.corpus, cfg.text_field) if d.strip()]
     n_chars = sum(map(len, docs))
-    if n_chars == 0: raise DataError(f"corpus {cfg.corpus!r} is empty; give it some UTF-8 text.")
+    if n_chars == 0:
+        raise DataError(f"corpus {cfg.corpus!r} is empty; give it some UTF-8 text.")
     if cfg.tokenizer:
-        tok = ensure_special_tokens(load_tokenizer(cfg.tokenizer) if Path(cfg.tokenizer).is_dir() else _hf_tokenizer(cfg.tokenizer))
+        tok = ensure_special_tokens(
+            load_tokenizer(cfg.tokenizer) if Path(cfg.tokenizer).is_dir() else _hf_tokenizer(cfg.tokenizer)
+        )
     else:
-        log(f"training a byte-level BPE tokenizer (vocab {cfg.tokenizer_vocab_size}) on {n_chars/1e6:.2f} M characters")
+        log(
+            f"training a byte-level BPE tokenizer (vocab "
+            f"{cfg.tokenizer_vocab_size}) on {n_chars / 1e6:.2f} M characters"
+        )
         tok = train_tokenizer(docs, cfg.tokenizer_vocab_size)
     ids = tokenize_documents(tok, docs)
     B = cfg.block_size
     n_val = max(1, int(round(len(ids) // B * cfg.val_fraction)))
     n_train = len(ids) // B - n_val
     if n_train < min_train_blocks:
-        raise DataError(f"corpus {cfg.corpus!r} is too short: {len(ids)} tokens make {len(ids)//B} blocks of {B}, but "
-                        f"training needs at least {min_train_blocks} train blocks plus {n_val} validation block(s). "
-                        "Use a longer corpus or a smaller data.block_size.")
+        raise DataError(
+            f"corpus {cfg.corpus!r} is too short: {len(ids)} tokens make {len(ids) // B} blocks of {B}, but "
+            f"training needs at least {min_train_blocks} train blocks plus {n_val} validation block(s). "
+            "Use a longer corpus or a smaller data.block_size."
+        )
     vocab = len(tok)
     dtype = np.uint16 if vocab <= 65536 else np.uint32
     blocks = ids[: (n_train + n_val) * B].astype(dtype).reshape(-1, B)
@@ -154,65 +227,101 @@ def prepare_data(cfg: DataConfig, data_dir: str | Path, min_train_blocks: int = 
     tok.save_pretrained(str(data_dir / "tokenizer"))
     atomic_write(data_dir / "train.bin", lambda p: blocks[:n_train].tofile(p))
     atomic_write(data_dir / "val.bin", lambda p: blocks[n_train:].tofile(p))
-    meta = {"format": META_FORMAT, "spec": _data_spec(cfg), "vocab_size": vocab, "tokenizer_sha256": tokenizer_sha256(tok),
-            "mask_token_id": tok.mask_token_id, "eos_token_id": tok.eos_token_id, "block_size": B, "dtype": np.dtype(dtype).name,
-            "n_train_blocks": n_train, "n_val_blocks": n_val, "n_tokens": int(len(ids)), "n_chars": n_chars,
-            "n_documents": len(docs), "corpus_sha256": _corpus_sha(docs)}
-    atomic_write_text(meta_path, json.dumps(meta, indent=2) + "\n")   # written last: its presence marks complete data
+    meta = {
+        "format": META_FORMAT,
+        "spec": _data_spec(cfg),
+        "vocab_size": vocab,
+        "tokenizer_sha256": tokenizer_sha256(tok),
+        "mask_token_id": tok.mask_token_id,
+        "eos_token_id": tok.eos_token_id,
+        "block_size": B,
+        "dtype": np.dtype(dtype).name,
+        "n_train_blocks": n_train,
+        "n_val_blocks": n_val,
+        "n_tokens": int(len(ids)),
+        "n_chars": n_chars,
+        "n_documents": len(docs),
+        "corpus_sha256": _corpus_sha(docs),
+    }
+    atomic_write_text(meta_path, json.dumps(meta, indent=2) + "\n")  # written last: its presence marks complete data
     log(f"packed {len(ids):,} tokens into {n_train} train + {n_val} val blocks of {B} in {data_dir}")
     return data_dir
 
+
 def _hf_tokenizer(name: str):
     from transformers import AutoTokenizer
-    try: return AutoTokenizer.from_pretrained(name)
-    except Exception as e: raise TokenizerError(f"tokenizer {name!r} cannot be loaded ({e}); pass a local tokenizer directory.") from None
+
+    try:
+        return AutoTokenizer.from_pretrained(name)
+    except Exception as e:
+        raise TokenizerError(f"tokenizer {name!r} cannot be loaded ({e}); pass a local tokenizer directory.") from None
 
 # %% ../nbs/04_data.ipynb #08facdda
 class PackedData:
     "Memory-mapped train/val blocks plus their metadata and tokenizer."
+
     def __init__(self, data_dir: str | Path):
         self.dir = Path(data_dir)
         meta_path = self.dir / "meta.json"
         if not meta_path.is_file():
             raise DataError(f"no packed data in {str(self.dir)!r} (meta.json missing); run `mdlm-kit prepare` first.")
         self.meta = json.loads(meta_path.read_text())
-        if self.meta.get("format") != META_FORMAT: raise DataError(f"{str(meta_path)!r} is not mdlm_kit packed data.")
+        if self.meta.get("format") != META_FORMAT:
+            raise DataError(f"{str(meta_path)!r} is not mdlm_kit packed data.")
         B, dt = self.meta["block_size"], np.dtype(self.meta["dtype"])
+
         def mm(name, n):
             p = self.dir / name
             expect = n * B * dt.itemsize
             if not p.is_file() or p.stat().st_size != expect:
-                raise DataError(f"{str(p)!r} is missing or has the wrong size (expected {expect} bytes); rebuild with `mdlm-kit prepare`.")
+                raise DataError(
+                    f"{str(p)!r} is missing or has the wrong size (expected "
+                    f"{expect} bytes); rebuild with `mdlm-kit prepare`."
+                )
             return np.memmap(p, dtype=dt, mode="r", shape=(n, B))
+
         self.train, self.val = mm("train.bin", self.meta["n_train_blocks"]), mm("val.bin", self.meta["n_val_blocks"])
         self._tok = None
 
     @property
-    def block_size(self) -> int: return self.meta["block_size"]
+    def block_size(self) -> int:
+        return self.meta["block_size"]
+
     @property
-    def vocab_size(self) -> int: return self.meta["vocab_size"]
+    def vocab_size(self) -> int:
+        return self.meta["vocab_size"]
 
     @property
     def tokenizer(self):
         if self._tok is None:
             self._tok = load_tokenizer(self.dir / "tokenizer")
             if tokenizer_sha256(self._tok) != self.meta["tokenizer_sha256"]:
-                raise DataError(f"the tokenizer in {str(self.dir / 'tokenizer')!r} is not the one the data was packed with "
-                                "(sha256 differs); rebuild the data with `mdlm-kit prepare`.")
+                raise DataError(
+                    f"the tokenizer in {str(self.dir / 'tokenizer')!r} is not the one the data was packed with "
+                    "(sha256 differs); rebuild the data with `mdlm-kit prepare`."
+                )
         return self._tok
 
-    def check_compatible(self, tokenizer_sha256: str | None = None, vocab_size: int | None = None, mask_token_id: int | None = None):
+    def check_compatible(
+        self, tokenizer_sha256: str | None = None, vocab_size: int | None = None, mask_token_id: int | None = None
+    ):
         "Refuse data made with another tokenizer, vocabulary or mask id."
         m = self.meta
         if tokenizer_sha256 is not None and tokenizer_sha256 != m["tokenizer_sha256"]:
-            raise DataError(f"data in {str(self.dir)!r} was tokenized with tokenizer {m['tokenizer_sha256'][:12]}…, not the "
-                            f"run's {tokenizer_sha256[:12]}…; re-prepare the data with the run's tokenizer or start a new run.")
+            raise DataError(
+                f"data in {str(self.dir)!r} was tokenized with tokenizer {m['tokenizer_sha256'][:12]}…, not the "
+                f"run's {tokenizer_sha256[:12]}…; re-prepare the data with the run's tokenizer or start a new run."
+            )
         if vocab_size is not None and vocab_size != m["vocab_size"]:
-            raise DataError(f"data vocab size {m['vocab_size']} != model vocab size {vocab_size}; set model.vocab_size = -1 "
-                            "to take it from the tokenizer, or re-prepare the data.")
+            raise DataError(
+                f"data vocab size {m['vocab_size']} != model vocab size {vocab_size}; set model.vocab_size = -1 "
+                "to take it from the tokenizer, or re-prepare the data."
+            )
         if mask_token_id is not None and mask_token_id != m["mask_token_id"]:
-            raise DataError(f"config model.mask_token_id={mask_token_id} but the tokenizer's mask token id is "
-                            f"{m['mask_token_id']}; set model.mask_token_id = -1 to take it from the tokenizer.")
+            raise DataError(
+                f"config model.mask_token_id={mask_token_id} but the tokenizer's mask token id is "
+                f"{m['mask_token_id']}; set model.mask_token_id = -1 to take it from the tokenizer."
+            )
 
     def split(self, name: str) -> np.memmap:
         "The blocks of split `name` ('train' or 'val'), (n_blocks, block_size)."
@@ -249,16 +358,19 @@ class PackedData:
 # %% ../nbs/04_data.ipynb #4446a06c
 class DeterministicBatchSampler:
     "Batch `i` of a seeded sequence of epoch permutations; resumable at any micro-batch count."
+
     def __init__(self, n: int, batch_size: int, seed: int):
-        if n <= 0: raise DataError("no training blocks to sample from.")
+        if n <= 0:
+            raise DataError("no training blocks to sample from.")
         self.n, self.batch_size, self.seed = n, batch_size, seed
         self._perms: dict[int, torch.Tensor] = {}
 
     def _perm(self, epoch: int) -> torch.Tensor:
         if epoch not in self._perms:
-            if len(self._perms) > 2: self._perms.pop(min(self._perms))
+            if len(self._perms) > 2:
+                self._perms.pop(min(self._perms))
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            self._perms[epoch] = torch.randperm(self.n, generator=g, device="cpu")   # indices: the data lives on the CPU
+            self._perms[epoch] = torch.randperm(self.n, generator=g, device="cpu")  # indices: the data lives on the CPU
         return self._perms[epoch]
 
     def indices(self, micro_step: int) -> list[int]:
@@ -266,4 +378,5 @@ class DeterministicBatchSampler:
         pos = range(micro_step * self.batch_size, (micro_step + 1) * self.batch_size)
         return [int(self._perm(p // self.n)[p % self.n]) for p in pos]
 
-    def epoch(self, micro_step: int) -> float: return micro_step * self.batch_size / self.n
+    def epoch(self, micro_step: int) -> float:
+        return micro_step * self.batch_size / self.n

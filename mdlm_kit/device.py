@@ -23,33 +23,44 @@ __all__ = ['DEVICE_CHOICES', 'PRECISION_CHOICES', 'BF16_CPU_MAX_TOKENS', 'FACTOR
 class KitError(Exception):
     "Base of every error the kit raises for a problem its user can fix; the message names the problem and the fix."
 
+
 class DeviceError(KitError, ValueError):
     "A device or precision that cannot be used here."
 
+
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
+
 
 def mps_available() -> bool:
     "True when Apple's Metal backend is built into this torch and usable."
     return bool(getattr(torch.backends, "mps", None)) and torch.backends.mps.is_available()
 
+
 def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     "Turn `'auto'`/`'cpu'`/`'cuda[:i]'`/`'mps'` into a `torch.device`; an unavailable explicit device is an error."
-    if isinstance(device, torch.device): device = str(device)
+    if isinstance(device, torch.device):
+        device = str(device)
     device = (device or "auto").strip().lower()
     if device == "auto":
-        if torch.cuda.is_available(): return torch.device("cuda")
-        if mps_available(): return torch.device("mps")
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if mps_available():
+            return torch.device("mps")
         return torch.device("cpu")
     kind = device.split(":")[0]
     if kind not in DEVICE_CHOICES:
         raise DeviceError(f"Unknown device {device!r}: use one of {', '.join(DEVICE_CHOICES)} (e.g. 'cuda:0').")
     if kind == "cuda":
         if not torch.cuda.is_available():
-            raise DeviceError(f"Device {device!r} was asked for but this torch sees no CUDA GPU "
-                               f"(torch {torch.__version__}). Use --device cpu, or install a CUDA build of torch.")
+            raise DeviceError(
+                f"Device {device!r} was asked for but this torch sees no CUDA GPU "
+                f"(torch {torch.__version__}). Use --device cpu, or install a CUDA build of torch."
+            )
         idx = torch.device(device).index
         if idx is not None and idx >= torch.cuda.device_count():
-            raise DeviceError(f"Device {device!r} does not exist: only {torch.cuda.device_count()} CUDA device(s) are visible.")
+            raise DeviceError(
+                f"Device {device!r} does not exist: only {torch.cuda.device_count()} CUDA device(s) are visible."
+            )
     if kind == "mps" and not mps_available():
         raise DeviceError("Device 'mps' was asked for but Apple MPS is not available here. Use --device cpu or auto.")
     return torch.device(device)
@@ -58,17 +69,26 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
 PRECISION_CHOICES = ("auto", "fp32", "bf16", "fp16")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
+
 @dataclass(frozen=True)
 class Precision:
     "A resolved precision: its name, the autocast dtype, and whether fp16 loss scaling is needed."
+
     name: str
     device_type: str
+
     @property
-    def dtype(self) -> torch.dtype: return _DTYPES[self.name]
+    def dtype(self) -> torch.dtype:
+        return _DTYPES[self.name]
+
     @property
-    def autocast(self) -> bool: return self.name != "fp32"
+    def autocast(self) -> bool:
+        return self.name != "fp32"
+
     @property
-    def needs_grad_scaler(self) -> bool: return self.name == "fp16" and self.device_type == "cuda"
+    def needs_grad_scaler(self) -> bool:
+        return self.name == "fp16" and self.device_type == "cuda"
+
 
 def resolve_precision(precision: str | None, device: torch.device) -> Precision:
     "`auto` gives bf16 on a bf16-capable GPU, else fp16 on CUDA, fp32 on CPU and MPS; fp16 on CPU is refused."
@@ -79,63 +99,99 @@ def resolve_precision(precision: str | None, device: torch.device) -> Precision:
         raise DeviceError(f"Unknown precision {precision!r}: use one of {', '.join(PRECISION_CHOICES)}.")
     dt = device.type
     if p == "auto":
-        if dt == "cuda": p = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-        else: p = "fp32"
+        if dt == "cuda":
+            p = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        else:
+            p = "fp32"
     if p == "fp16" and dt == "cpu":
-        raise DeviceError("Precision fp16 on the CPU is refused: CPU fp16 matmuls run about 100x slower than fp32. "
-                         "Use --precision fp32 (or bf16 on a CPU with AVX-512 BF16/AMX).")
+        raise DeviceError(
+            "Precision fp16 on the CPU is refused: CPU fp16 matmuls run about 100x slower than fp32. "
+            "Use --precision fp32 (or bf16 on a CPU with AVX-512 BF16/AMX)."
+        )
     if p == "bf16" and dt == "cuda" and not torch.cuda.is_bf16_supported():
         raise DeviceError("This GPU has no bf16 support: use --precision fp16 (with loss scaling) or fp32.")
     if p == "bf16" and dt == "cpu" and cpu_supports_bf16() is False:
-        warnings.warn("bf16 on this CPU has no native support (no AVX-512 BF16/AMX): matmuls run far slower than in "
-                      "fp32. Use --precision fp32 here.", stacklevel=2)
+        warnings.warn(
+            "bf16 on this CPU has no native support (no AVX-512 BF16/AMX): matmuls run far slower than in "
+            "fp32. Use --precision fp32 here.",
+            stacklevel=2,
+        )
     return Precision(p, dt)
+
 
 def cpu_supports_bf16() -> bool | None:
     "Whether this CPU has native bf16 matmuls (AVX-512 BF16 or AMX); None when it cannot be told (not Linux)."
-    try: flags = Path("/proc/cpuinfo").read_text()
-    except OSError: return None
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
     return any(f in flags for f in ("avx512_bf16", "amx_bf16"))
 
 # %% ../nbs/00_device.ipynb #04da17dd
-BF16_CPU_MAX_TOKENS = 1   # without native bf16: only one-token forwards in bf16 (faster above 4 tokens, exact above 1: fp32)
+BF16_CPU_MAX_TOKENS = (
+    1  # without native bf16: only one-token forwards in bf16 (faster above 4 tokens, exact above 1: fp32)
+)
+
 
 def inference_precision(precision: str | None, device: torch.device, tokens_per_forward: int = 1) -> Precision:
-    "Weights for decoding: `auto` is bf16 on bf16 GPUs (else fp16), fp16 on MPS; on a CPU bf16 for one-token forwards, fp32 for more without native bf16."
+    """Weights for decoding: `auto` is bf16 on bf16 GPUs (else fp16), fp16 on MPS; on a CPU bf16 for one-token forwards,
+    fp32 for more without native bf16."""
     p, dt = (precision or "auto").strip().lower(), device.type
     if p == "auto":
-        if dt == "cuda": p = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-        elif dt == "mps": p = "fp16"
-        else: p = "bf16" if tokens_per_forward <= BF16_CPU_MAX_TOKENS or cpu_supports_bf16() else "fp32"
+        if dt == "cuda":
+            p = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        elif dt == "mps":
+            p = "fp16"
+        else:
+            p = "bf16" if tokens_per_forward <= BF16_CPU_MAX_TOKENS or cpu_supports_bf16() else "fp32"
     if p in ("bf16", "bfloat16") and dt == "cpu":
-        return Precision("bf16", dt)        # no slow-bf16 warning: a decode step is bound by reading the weights
+        return Precision("bf16", dt)  # no slow-bf16 warning: a decode step is bound by reading the weights
     return resolve_precision(p, device)
+
 
 def cast_weights(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
     "Store `module`'s floating-point parameters in `dtype`; buffers (RoPE frequencies, index maps) keep theirs."
     for p in module.parameters():
-        if p.is_floating_point(): p.data = p.data.to(dtype)
+        if p.is_floating_point():
+            p.data = p.data.to(dtype)
     return module
 
 # %% ../nbs/00_device.ipynb #b01f0eb7
 def autocast(precision: Precision):
     "The autocast context for the forward pass (a no-op for fp32)."
-    if not precision.autocast: return contextlib.nullcontext()
+    if not precision.autocast:
+        return contextlib.nullcontext()
     return torch.autocast(device_type=precision.device_type, dtype=precision.dtype)
+
 
 class _NoScaler:
     "Stands in for `GradScaler` when no loss scaling is needed, with the same calls."
-    def scale(self, loss): return loss
-    def unscale_(self, optimizer): pass
-    def step(self, optimizer): optimizer.step()
-    def update(self): pass
-    def state_dict(self): return {}
-    def load_state_dict(self, state): pass
+
+    def scale(self, loss):
+        return loss
+
+    def unscale_(self, optimizer):
+        pass
+
+    def step(self, optimizer):
+        optimizer.step()
+
+    def update(self):
+        pass
+
+    def state_dict(self):
+        return {}
+
+    def load_state_dict(self, state):
+        pass
+
 
 def make_grad_scaler(precision: Precision):
     "A `torch.amp.GradScaler` for fp16 on CUDA, otherwise a pass-through with the same interface."
-    if precision.needs_grad_scaler: return torch.amp.GradScaler("cuda")
+    if precision.needs_grad_scaler:
+        return torch.amp.GradScaler("cuda")
     return _NoScaler()
+
 
 def configure_backends(device: torch.device, allow_tf32: bool = True):
     "Set the global kernel switches that are safe for training: TF32 matmuls and cuDNN on CUDA."
@@ -143,32 +199,43 @@ def configure_backends(device: torch.device, allow_tf32: bool = True):
         torch.backends.cuda.matmul.allow_tf32 = allow_tf32
         torch.backends.cudnn.allow_tf32 = allow_tf32
 
+
 def sdpa_context(device: torch.device, forbid_math: bool = False):
     "A context that restricts `scaled_dot_product_attention` to fused kernels on CUDA when `forbid_math`."
     if forbid_math and device.type != "cuda":
         warnings.warn(f"forbid_math_sdpa applies on CUDA only; on {device.type} attention runs as usual.", stacklevel=2)
-    if device.type != "cuda" or not forbid_math: return contextlib.nullcontext()
+    if device.type != "cuda" or not forbid_math:
+        return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
+
     fused = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]
-    if hasattr(SDPBackend, "CUDNN_ATTENTION"): fused.append(SDPBackend.CUDNN_ATTENTION)
+    if hasattr(SDPBackend, "CUDNN_ATTENTION"):
+        fused.append(SDPBackend.CUDNN_ATTENTION)
     return sdpa_kernel(fused)
 
 # %% ../nbs/00_device.ipynb #2ab0313f
 def seed_everything(seed: int):
     "Seed Python, NumPy and torch (CPU and every accelerator)."
-    random.seed(seed); np.random.seed(seed % 2**32); torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
 
 def get_rng_state() -> dict:
     "Every RNG's state as tensors, lists and numbers (safe for `weights_only` loading)."
     version, internal, gauss = random.getstate()
     kind, keys, pos, has_gauss, cached = np.random.get_state()
-    state = {"python": [version, list(internal), gauss],
-             "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
-             "torch": torch.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():   # this process's device only: get_rng_state_all
-        state["cuda"] = [torch.cuda.get_rng_state()]                   # would wake every visible GPU
-    if mps_available(): state["mps"] = torch.mps.get_rng_state()
+    state = {
+        "python": [version, list(internal), gauss],
+        "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(cached)],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # this process's device only: get_rng_state_all
+        state["cuda"] = [torch.cuda.get_rng_state()]  # would wake every visible GPU
+    if mps_available():
+        state["mps"] = torch.mps.get_rng_state()
     return state
+
 
 def set_rng_state(state: dict):
     "Restore what `get_rng_state` captured."
@@ -177,59 +244,94 @@ def set_rng_state(state: dict):
     kind, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     torch.set_rng_state(state["torch"])
-    if state.get("cuda") and torch.cuda.is_available():   # older checkpoints hold every GPU's state: take ours
+    if state.get("cuda") and torch.cuda.is_available():  # older checkpoints hold every GPU's state: take ours
         i = torch.cuda.current_device()
         torch.cuda.set_rng_state(state["cuda"][i] if len(state["cuda"]) > i else state["cuda"][0])
-    if "mps" in state and mps_available(): torch.mps.set_rng_state(state["mps"])
+    if "mps" in state and mps_available():
+        torch.mps.set_rng_state(state["mps"])
+
 
 @contextlib.contextmanager
 def preserved_rng():
     "Run a block (e.g. validation) without disturbing any RNG the training loop depends on."
     state = get_rng_state()
-    try: yield
-    finally: set_rng_state(state)
+    try:
+        yield
+    finally:
+        set_rng_state(state)
 
 # %% ../nbs/00_device.ipynb #e7247742
 def device_summary(device: torch.device, precision: Precision) -> dict:
     "A short description of where and how a run computes, for logs."
-    info = {"device": str(device), "precision": precision.name, "torch": torch.__version__,
-            "threads": torch.get_num_threads()}
-    if device.type == "cuda": info["gpu"] = torch.cuda.get_device_name(device)
+    info = {
+        "device": str(device),
+        "precision": precision.name,
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
     return info
+
 
 def memory_stats(device: torch.device) -> dict:
     "Peak accelerator memory in MiB (CUDA/MPS) or the process's max resident set size on the CPU."
-    if device.type == "cuda": return {"peak_mem_mib": round(torch.cuda.max_memory_allocated(device) / 2**20, 1)}
-    if device.type == "mps": return {"mem_mib": round(torch.mps.current_allocated_memory() / 2**20, 1)}
+    if device.type == "cuda":
+        return {"peak_mem_mib": round(torch.cuda.max_memory_allocated(device) / 2**20, 1)}
+    if device.type == "mps":
+        return {"mem_mib": round(torch.mps.current_allocated_memory() / 2**20, 1)}
     try:
         import resource
+
         return {"max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
-    except Exception: return {}
+    except Exception:
+        return {}
+
 
 def synchronize(device: torch.device):
     "Wait for queued kernels, so that timings are honest."
-    if device.type == "cuda": torch.cuda.synchronize(device)
-    elif device.type == "mps": torch.mps.synchronize()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
 
 # %% ../nbs/00_device.ipynb #c3da1487
 from torch.overrides import TorchFunctionMode
 
-FACTORIES = {"tensor", "as_tensor", "arange", "zeros", "ones", "full", "empty", "rand", "randn", "randint", "randperm",
-             "linspace", "eye", "tril_indices", "triu_indices"}
+FACTORIES = {
+    "tensor",
+    "as_tensor",
+    "arange",
+    "zeros",
+    "ones",
+    "full",
+    "empty",
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "linspace",
+    "eye",
+    "tril_indices",
+    "triu_indices",
+}
+
 
 class DeviceAudit(TorchFunctionMode):
     "Records tensor factories called from mdlm_kit code without `device=` (as `file:line function`) in `self.found`."
+
     def __init__(self, package: str | None = "mdlm_kit"):
         super().__init__()
-        self.package = os.sep + package + os.sep if package else None    # None: every caller counts
+        self.package = os.sep + package + os.sep if package else None  # None: every caller counts
         self.found = set()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if getattr(func, "__name__", "") in FACTORIES and "device" not in kwargs:
             import sys
+
             f = sys._getframe(1)
             ours = self.package is None or self.package in f.f_code.co_filename
-            if ours and f.f_code.co_name != "__init__":     # constructors: parameters move with .to(device)
+            if ours and f.f_code.co_name != "__init__":  # constructors: parameters move with .to(device)
                 self.found.add(f"{Path(f.f_code.co_filename).name}:{f.f_lineno} {func.__name__}")
         return func(*args, **kwargs)

@@ -29,23 +29,30 @@ __all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ARCHITECTURE', 'LEGACY_MODEL_TYPE', 'ATT
 class DFlashError(KitError, ValueError):
     "A DFlash setting or input that cannot work; the message names the fix."
 
+
 def build_target_layer_ids(num_target_layers: int, num_feature_layers: int = 5) -> list[int]:
     "K layer ids spread from 1 to L-3 by round(1 + i(L-4)/(K-1)); the middle layer when K = 1."
     L, K = num_target_layers, num_feature_layers
-    if K < 1: raise DFlashError("the number of target feature layers must be at least 1.")
-    if K == 1: return [L // 2]
-    if L < 5: raise DFlashError(f"a target with {L} layers is too shallow for {K} feature layers; pass --target-layer-ids.")
+    if K < 1:
+        raise DFlashError("the number of target feature layers must be at least 1.")
+    if K == 1:
+        return [L // 2]
+    if L < 5:
+        raise DFlashError(f"a target with {L} layers is too shallow for {K} feature layers; pass --target-layer-ids.")
     return [int(round(1 + i * (L - 4) / (K - 1))) for i in range(K)]
 
 # %% ../nbs/12_dflash.ipynb #89d24dce
 def sample_anchors(loss_mask: torch.Tensor, num_anchors: int, seeds) -> tuple[torch.Tensor, torch.Tensor]:
-    "Sorted anchors (B, N) and `keep` (B, N): per row a seeded uniform subset of positions p with mask[p] = mask[p+1] = 1."
+    """Sorted anchors (B, N) and `keep` (B, N): per row a seeded uniform subset of positions p with mask[p] = mask[p+1]
+    = 1."""
     m = loss_mask.bool().cpu()
     cand = m[:, :-1] & m[:, 1:]
     counts = cand.sum(1)
     if int(counts.max()) == 0:
-        raise DFlashError("no sample in the batch has two consecutive supervised tokens, so no block can be anchored; "
-                          "check the loss mask (assistant turns) or drop such samples.")
+        raise DFlashError(
+            "no sample in the batch has two consecutive supervised tokens, so no block can be anchored; "
+            "check the loss mask (assistant turns) or drop such samples."
+        )
     width = min(num_anchors, int(counts.max()))
     # drawn on the CPU with one seeded generator per row (the same anchors on every device), then moved
     anchors = torch.zeros(len(m), width, dtype=torch.long, device="cpu")
@@ -54,16 +61,17 @@ def sample_anchors(loss_mask: torch.Tensor, num_anchors: int, seeds) -> tuple[to
         pos = cand[b].nonzero().flatten()
         g = torch.Generator().manual_seed(int(seeds[b]))
         pick = pos[torch.randperm(len(pos), generator=g, device="cpu")[:width]].sort().values
-        anchors[b, :len(pick)], keep[b, :len(pick)] = pick, True
+        anchors[b, : len(pick)], keep[b, : len(pick)] = pick, True
     return anchors.to(loss_mask.device), keep.to(loss_mask.device)
+
 
 def dflash_blocks(input_ids, loss_mask, anchors, keep, block_size: int, mask_token_id: int) -> dict:
     "Block inputs `noise_ids` (B, N*bs), `labels` and `valid` (B, N, bs), and `position_ids` (B, S + N*bs)."
     B, S = input_ids.shape
     k = torch.arange(block_size, device=input_ids.device)
-    pos = anchors[..., None] + k                                      # (B, N, bs)
+    pos = anchors[..., None] + k  # (B, N, bs)
     idx = pos.clamp(max=S - 1).flatten(1)
-    labels = input_ids.gather(1, idx).view_as(pos)                    # slot k predicts x[anchor + k]
+    labels = input_ids.gather(1, idx).view_as(pos)  # slot k predicts x[anchor + k]
     valid = keep[..., None] & (pos < S) & (k > 0) & loss_mask.gather(1, idx).view_as(pos).bool()
     noise = torch.full_like(pos, mask_token_id)
     noise[..., 0] = torch.where(keep, input_ids.gather(1, anchors), mask_token_id)
@@ -74,14 +82,17 @@ def dflash_blocks(input_ids, loss_mask, anchors, keep, block_size: int, mask_tok
 def dflash_mask_mod(anchors: torch.Tensor, keep: torch.Tensor, seq_len: int, block_size: int):
     "The DFlash attention predicate `mask_mod(b, h, q_idx, kv_idx)` (flex_attention's signature)."
     n_blocks = anchors.shape[1]
+
     def mask_mod(b, h, q_idx, kv_idx):
         blk = q_idx // block_size
         safe = blk.clamp(max=n_blocks - 1)
         anchor, ok = anchors[b, safe], keep[b, safe]
-        ctx = (kv_idx < seq_len) & (kv_idx < anchor)              # strictly before the anchor
+        ctx = (kv_idx < seq_len) & (kv_idx < anchor)  # strictly before the anchor
         own = (kv_idx >= seq_len) & ((kv_idx - seq_len) // block_size == blk)
         return ok & (blk < n_blocks) & (ctx | own)
+
     return mask_mod
+
 
 def dflash_attention_mask(anchors: torch.Tensor, keep: torch.Tensor, seq_len: int, block_size: int) -> torch.Tensor:
     "Boolean mask (B, N*bs, S + N*bs): True where a block slot may attend."
@@ -95,37 +106,52 @@ def dflash_attention_mask(anchors: torch.Tensor, keep: torch.Tensor, seq_len: in
 # %% ../nbs/12_dflash.ipynb #a46b339d
 LOSS_TYPES = ("dflash", "dpace", "dpace-cumulative-confidence-only", "dpace-continuation-value-only")
 
-def dflash_position_weights(valid: torch.Tensor, loss_type: str = "dflash", gamma: float | None = None,
-                            q: torch.Tensor | None = None, alpha: float = 0.5) -> tuple[torch.Tensor, torch.Tensor]:
-    "Per-slot weights (..., bs) and the loss denominator for `loss_type`; `q` (drafter probability of the label) for D-PACE."
-    if loss_type not in LOSS_TYPES: raise DFlashError(f"loss type {loss_type!r} is not one of {LOSS_TYPES}.")
+
+def dflash_position_weights(
+    valid: torch.Tensor,
+    loss_type: str = "dflash",
+    gamma: float | None = None,
+    q: torch.Tensor | None = None,
+    alpha: float = 0.5,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    "Per-slot weights (..., bs) and the loss denominator for"
+    "`loss_type`; `q` (drafter probability of the label) for D-PACE."
+    if loss_type not in LOSS_TYPES:
+        raise DFlashError(f"loss type {loss_type!r} is not one of {LOSS_TYPES}.")
     m = valid.to(torch.float64 if q is None else q.dtype if q.dtype == torch.float64 else torch.float32)
     if loss_type == "dflash":
         k = torch.arange(valid.shape[-1], device=valid.device, dtype=m.dtype)
         decay = torch.exp(-(k - 1).clamp(min=0) / gamma) if gamma else torch.ones_like(k)
         w = m * decay
         return w, w.sum()
-    if not 0.0 <= alpha <= 1.0: raise DFlashError(f"--dpace-alpha must lie in [0, 1], not {alpha}.")
-    if q is None: raise DFlashError("D-PACE weights need the drafter's probabilities q.")
+    if not 0.0 <= alpha <= 1.0:
+        raise DFlashError(f"--dpace-alpha must lie in [0, 1], not {alpha}.")
+    if q is None:
+        raise DFlashError("D-PACE weights need the drafter's probabilities q.")
     q = q.detach().to(m.dtype)
     s = torch.where(valid, (1 - alpha) * q + alpha, torch.ones_like(q))
     P = torch.cumprod(s, -1)
     S = torch.flip(torch.cumsum(torch.flip(P * m, [-1]), -1), [-1])
-    if loss_type == "dpace": w = m * S
-    elif loss_type == "dpace-cumulative-confidence-only": w = m * P
-    else: w = m * S / P.clamp_min(torch.finfo(P.dtype).tiny)
+    if loss_type == "dpace":
+        w = m * S
+    elif loss_type == "dpace-cumulative-confidence-only":
+        w = m * P
+    else:
+        w = m * S / P.clamp_min(torch.finfo(P.dtype).tiny)
     batch = valid.shape[0] if valid.dim() > 1 else 1
     return w, torch.tensor(float(batch), dtype=m.dtype, device=valid.device)
 
 # %% ../nbs/12_dflash.ipynb #a9748244
-MODEL_TYPE = "qwen3"                 # the reference layout: a Qwen3 config with DFlash fields, as z-lab/dflash and SGLang load
+MODEL_TYPE = "qwen3"  # the reference layout: a Qwen3 config with DFlash fields, as z-lab/dflash and SGLang load
 ARCHITECTURE = "DFlashDraftModel"
 LEGACY_MODEL_TYPE = "mdlm_kit_dflash"  # the kit's first layout (MLP w1/w2/w3), still read
 ATTENTION_BACKENDS = ("eager", "sdpa", "flex_attention", "structured")
 
+
 @dataclass
 class DFlashConfig:
     "Shape of a DFlash drafter; `from_target` fills it from the target's config."
+
     hidden_size: int = 64
     num_hidden_layers: int = 1
     num_attention_heads: int = 4
@@ -144,76 +170,128 @@ class DFlashConfig:
     target_digest: str = ""
 
     @classmethod
-    def from_target(cls, target_config, mask_token_id: int, num_draft_layers: int = 1, block_size: int = 16,
-                    target_layer_ids=None, num_feature_layers: int = 5, attention_backend: str = "sdpa",
-                    target_digest: str = "") -> "DFlashConfig":
+    def from_target(
+        cls,
+        target_config,
+        mask_token_id: int,
+        num_draft_layers: int = 1,
+        block_size: int = 16,
+        target_layer_ids=None,
+        num_feature_layers: int = 5,
+        attention_backend: str = "sdpa",
+        target_digest: str = "",
+    ) -> "DFlashConfig":
         c = target_config
         L = c.num_hidden_layers
         ids = list(target_layer_ids) if target_layer_ids else build_target_layer_ids(L, num_feature_layers)
         bad = [i for i in ids if not 0 <= i < L]
-        if bad: raise DFlashError(f"target layer ids {bad} are out of range for a target with {L} layers (0..{L - 1}).")
-        cfg = cls(**target_shape(c), num_hidden_layers=num_draft_layers, block_size=block_size, target_layer_ids=ids,
-                  num_target_layers=L, mask_token_id=mask_token_id, attention_backend=attention_backend,
-                  target_digest=target_digest)
+        if bad:
+            raise DFlashError(f"target layer ids {bad} are out of range for a target with {L} layers (0..{L - 1}).")
+        cfg = cls(
+            **target_shape(c),
+            num_hidden_layers=num_draft_layers,
+            block_size=block_size,
+            target_layer_ids=ids,
+            num_target_layers=L,
+            mask_token_id=mask_token_id,
+            attention_backend=attention_backend,
+            target_digest=target_digest,
+        )
         return cfg.validate()
 
     def validate(self) -> "DFlashConfig":
-        if self.block_size < 2: raise DFlashError(f"--block-size must be at least 2 (one anchor and one draft slot), not {self.block_size}.")
+        if self.block_size < 2:
+            raise DFlashError(
+                f"--block-size must be at least 2 (one anchor and one draft slot), not {self.block_size}."
+            )
         if not 0 <= self.mask_token_id <= self.vocab_size:
-            raise DFlashError(f"mask token id {self.mask_token_id} is outside the target vocabulary (0..{self.vocab_size - 1}, "
-                              f"or {self.vocab_size} for a drafter-owned mask row); pass a valid --mask-token-id or 'auto'.")
+            raise DFlashError(
+                f"mask token id {self.mask_token_id} is outside the target vocabulary (0..{self.vocab_size - 1}, "
+                f"or {self.vocab_size} for a drafter-owned mask row); pass a valid --mask-token-id or 'auto'."
+            )
         if self.attention_backend not in ATTENTION_BACKENDS:
-            raise DFlashError(f"--attention-backend must be one of {ATTENTION_BACKENDS}, not {self.attention_backend!r}.")
+            raise DFlashError(
+                f"--attention-backend must be one of {ATTENTION_BACKENDS}, not {self.attention_backend!r}."
+            )
         if self.num_attention_heads % self.num_key_value_heads:
             raise DFlashError("num_attention_heads must be a multiple of num_key_value_heads.")
         return self
 
-    def rotary(self): return rotary_embedding(self)
+    def rotary(self):
+        return rotary_embedding(self)
 
 # %% ../nbs/12_dflash.ipynb #f9110aa0
 class BlockStructure(NamedTuple):
-    "The DFlash training mask in factored form, for the `structured` backend: anchors and keep (B, N), context length, block size."
+    """The DFlash training mask in factored form, for the `structured` backend: anchors and keep (B, N), context length,
+    block size."""
+
     anchors: torch.Tensor
     keep: torch.Tensor
     seq_len: int
     block_size: int
 
+
 def _attend_structured(q, k, v, st: BlockStructure):
     "The DFlash mask without its block-to-block part: each query scores the S context keys and its own block's bs keys."
-    B, h, Q, d = q.shape; S, bs = st.seq_len, st.block_size; N = Q // bs
+    B, h, Q, d = q.shape
+    S, bs = st.seq_len, st.block_size
+    N = Q // bs
     dev = q.device
-    mm = dflash_mask_mod(st.anchors, st.keep, S, bs)                      # the one mask definition, evaluated on two slices
+    mm = dflash_mask_mod(st.anchors, st.keep, S, bs)  # the one mask definition, evaluated on two slices
     b, qi = torch.arange(B, device=dev)[:, None, None], torch.arange(Q, device=dev)[None, :, None]
-    allowed = torch.cat([mm(b, None, qi, torch.arange(S, device=dev)[None, None, :]),                       # (B, Q, S)
-                         mm(b, None, qi, S + (qi // bs) * bs + torch.arange(bs, device=dev)[None, None, :])], -1)  # (B, Q, bs)
+    allowed = torch.cat(
+        [
+            mm(b, None, qi, torch.arange(S, device=dev)[None, None, :]),  # (B, Q, S)
+            mm(b, None, qi, S + (qi // bs) * bs + torch.arange(bs, device=dev)[None, None, :]),
+        ],
+        -1,
+    )  # (B, Q, bs)
     any_key = allowed.any(-1, keepdim=True)
-    scale = d ** -0.5
+    scale = d**-0.5
     kb, vb = k[:, :, S:].reshape(B, h, N, bs, d), v[:, :, S:].reshape(B, h, N, bs, d)
-    s = torch.cat([q @ k[:, :, :S].transpose(-1, -2),
-                   (q.reshape(B, h, N, bs, d) @ kb.transpose(-1, -2)).reshape(B, h, Q, bs)], -1) * scale
+    s = (
+        torch.cat(
+            [
+                q @ k[:, :, :S].transpose(-1, -2),
+                (q.reshape(B, h, N, bs, d) @ kb.transpose(-1, -2)).reshape(B, h, Q, bs),
+            ],
+            -1,
+        )
+        * scale
+    )
     p = s.masked_fill(~(allowed | ~any_key)[:, None], float("-inf")).softmax(-1)
     y = p[..., :S] @ v[:, :, :S] + (p[..., S:].reshape(B, h, N, bs, bs) @ vb).reshape(B, h, Q, d)
     return y * any_key[:, None].to(y.dtype)
 
+
 _FLEX = {}
+
 
 def _flex_attention():
     "flex_attention compiled once: uncompiled it is PyTorch's reference path, which materialises every score."
     if "fn" not in _FLEX:
-        try: from torch.nn.attention.flex_attention import flex_attention
+        try:
+            from torch.nn.attention.flex_attention import flex_attention
         except ImportError:
-            raise DFlashError(f"attention_backend 'flex_attention' needs torch >= 2.5 (this is {torch.__version__}); "
-                              "use 'sdpa' or 'structured'.") from None
+            raise DFlashError(
+                f"attention_backend 'flex_attention' needs torch >= 2.5 (this is {torch.__version__}); "
+                "use 'sdpa' or 'structured'."
+            ) from None
         _FLEX["fn"] = torch.compile(flex_attention, dynamic=False)
     return _FLEX["fn"]
 
+
 def _attend(q, k, v, mask, backend: str):
-    "Attention of q (B, h, Q, d) over k, v (B, h, KV, d); `mask` bool (B, Q, KV), a flex BlockMask or a BlockStructure. Rows with no allowed key give 0."
-    if backend == "structured": return _attend_structured(q, k, v, mask)
-    if backend == "flex_attention":   # one dtype for all three: under autocast q, k leave the fp32 RMSNorm, v a bf16 matmul
-        return _flex_attention()(q.to(v.dtype), k.to(v.dtype), v, block_mask=mask)   # empty rows come out as 0
-    any_key = mask.any(-1, keepdim=True)                            # (B, Q, 1)
-    safe = (mask | ~any_key)[:, None]                               # an empty row attends everywhere, then is zeroed
+    """Attention of q (B, h, Q, d) over k, v (B, h, KV, d); `mask` bool (B, Q, KV), a flex BlockMask or a
+    BlockStructure. Rows with no allowed key give 0."""
+    if backend == "structured":
+        return _attend_structured(q, k, v, mask)
+    if (
+        backend == "flex_attention"
+    ):  # one dtype for all three: under autocast q, k leave the fp32 RMSNorm, v a bf16 matmul
+        return _flex_attention()(q.to(v.dtype), k.to(v.dtype), v, block_mask=mask)  # empty rows come out as 0
+    any_key = mask.any(-1, keepdim=True)  # (B, Q, 1)
+    safe = (mask | ~any_key)[:, None]  # an empty row attends everywhere, then is zeroed
     if backend == "sdpa":
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=safe)
     else:
@@ -221,8 +299,10 @@ def _attend(q, k, v, mask, backend: str):
         y = s.masked_fill(~safe, float("-inf")).softmax(-1) @ v
     return y * any_key[:, None].to(y.dtype)
 
+
 class DFlashAttention(nn.Module):
     "Queries from the block; keys/values from [context features; block] through the same projections."
+
     def __init__(self, cfg: DFlashConfig):
         super().__init__()
         self.nh, self.nkv, self.hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
@@ -244,7 +324,8 @@ class DFlashAttention(nn.Module):
         B, Q, _ = x.shape
         q = self.q_norm(self.q_proj(x).view(B, Q, self.nh, self.hd)).transpose(1, 2)
         q = apply_rope(q, cos[:, None, -Q:], sin[:, None, -Q:])
-        if ctx_kv is None: k, v = self.project_kv(torch.cat([ctx, x], 1), cos, sin)
+        if ctx_kv is None:
+            k, v = self.project_kv(torch.cat([ctx, x], 1), cos, sin)
         else:
             kb, vb = self.project_kv(x, cos[:, -Q:], sin[:, -Q:])
             k, v = torch.cat([ctx_kv[0], kb], 2), torch.cat([ctx_kv[1], vb], 2)
@@ -253,38 +334,49 @@ class DFlashAttention(nn.Module):
         y = _attend(q, k, v, mask, backend)
         return self.o_proj(y.transpose(1, 2).reshape(B, Q, self.nh * self.hd))
 
+
 class DFlashLayer(nn.Module):
     "Pre-norm decoder layer (Qwen3 style) with the context injected as keys/values."
+
     def __init__(self, cfg: DFlashConfig):
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.self_attn = DFlashAttention(cfg)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = GatedMLP(cfg.hidden_size, cfg.intermediate_size)
+
     def forward(self, x, ctx, cos, sin, mask, backend, ctx_kv=None):
         x = x + self.self_attn(self.input_layernorm(x), ctx, cos, sin, mask, backend, ctx_kv)
         return x + self.mlp(self.post_attention_layernorm(x))
 
+
 class DFlashDraftModel(nn.Module):
     "The DFlash drafter: fused target features, draft layers, final norm. Embedding and head stay the target's."
+
     def __init__(self, cfg: DFlashConfig):
         super().__init__()
         self.config = cfg.validate()
         K = len(cfg.target_layer_ids)
-        if K == 0: raise DFlashError("DFlashConfig.target_layer_ids is empty; use DFlashConfig.from_target.")
+        if K == 0:
+            raise DFlashError("DFlashConfig.target_layer_ids is empty; use DFlashConfig.from_target.")
         self.fc = nn.Linear(K * cfg.hidden_size, cfg.hidden_size, bias=False)
         self.hidden_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.layers = nn.ModuleList(DFlashLayer(cfg) for _ in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.mask_embedding = nn.Parameter(torch.zeros(cfg.hidden_size)) if cfg.mask_token_id == cfg.vocab_size else None
+        self.mask_embedding = (
+            nn.Parameter(torch.zeros(cfg.hidden_size)) if cfg.mask_token_id == cfg.vocab_size else None
+        )
         self.rotary = cfg.rotary()
         for m in self.modules():
-            if isinstance(m, nn.Linear): nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, std=0.02)
 
     def embed(self, ids, tables):
-        "Token embeddings from the target's frozen table, in the drafter's dtype; the drafter's own row for a mask id past the vocabulary."
+        """Token embeddings from the target's frozen table, in the drafter's dtype; the drafter's own row for a mask id
+        past the vocabulary."""
         dtype = self.fc.weight.dtype
-        if self.mask_embedding is None: return tables.embed(ids).to(dtype)
+        if self.mask_embedding is None:
+            return tables.embed(ids).to(dtype)
         is_mask = ids == self.config.mask_token_id
         e = tables.embed(ids.masked_fill(is_mask, 0)).to(dtype)
         return torch.where(is_mask[..., None], self.mask_embedding.to(dtype), e)
@@ -294,16 +386,21 @@ class DFlashDraftModel(nn.Module):
         return self.hidden_norm(self.fc(target_hidden.to(self.fc.weight.dtype)))
 
     def forward(self, noise_embeds, target_hidden, position_ids, mask, backend: str | None = None, cache=None):
-        "Hidden states (B, Q, H) of the block slots, given embeddings (B, Q, H), target features (B, S, K*H) and positions (B, S+Q); with a `DFlashContextCache`, `target_hidden` is unused and positions cover the block only."
+        """Hidden states (B, Q, H) of the block slots, given embeddings (B, Q, H), target features (B, S, K*H) and
+        positions (B, S+Q); with a `DFlashContextCache`, `target_hidden` is unused and positions cover the block
+        only."""
         ctx = None if cache is not None else self.fuse(target_hidden)
         cos, sin = self.rotary(noise_embeds, position_ids)
         x = noise_embeds
         for i, layer in enumerate(self.layers):
-            x = layer(x, ctx, cos, sin, mask, backend or self.config.attention_backend, None if cache is None else cache.kv[i])
+            x = layer(
+                x, ctx, cos, sin, mask, backend or self.config.attention_backend, None if cache is None else cache.kv[i]
+            )
         return self.norm(x)
 
     def save_pretrained(self, directory, dtype=None):
-        "The reference layout: a Qwen3 config.json with `block_size`, `num_target_layers`, `dflash_config` + model.safetensors."
+        """The reference layout: a Qwen3 config.json with `block_size`, `num_target_layers`, `dflash_config` +
+        model.safetensors."""
         sd = {k: v for k, v in self.state_dict().items() if not k.startswith("rotary.")}
         return save_model_dir(directory, sd, reference_config(self.config), dtype=dtype)
 
@@ -317,56 +414,103 @@ class DFlashDraftModel(nn.Module):
         known = {k: v for k, v in flat.items() if k in DFlashConfig.__dataclass_fields__}
         model = cls(DFlashConfig(**known))
         old = {".mlp.w1.": ".mlp.gate_proj.", ".mlp.w3.": ".mlp.up_proj.", ".mlp.w2.": ".mlp.down_proj."}
-        for a, b in old.items(): tensors = {k.replace(a, b): v for k, v in tensors.items()}   # the first layout
+        for a, b in old.items():
+            tensors = {k.replace(a, b): v for k, v in tensors.items()}  # the first layout
         missing, unexpected = model.load_state_dict(tensors, strict=False)
         missing = [k for k in missing if not k.startswith("rotary.")]
         if missing or unexpected:
-            raise CheckpointError(f"{str(directory)!r} does not match its config.json (missing {missing[:3]}, unexpected {unexpected[:3]}).")
+            raise CheckpointError(
+                f"{str(directory)!r} does not match its config.json "
+                f"(missing {missing[:3]}, unexpected {unexpected[:3]})."
+            )
         return cast_weights(model, dtype).to(device)
 
 # %% ../nbs/12_dflash.ipynb #7d103f8d
 def reference_config(c: DFlashConfig) -> dict:
     "The config.json fields of the reference layout for `c`, plus the kit's own under `mdlm_kit`."
     rope = dict(c.rope_parameters)
-    return {"architectures": [ARCHITECTURE], "model_type": MODEL_TYPE, "hidden_size": c.hidden_size,
-            "num_hidden_layers": c.num_hidden_layers, "num_attention_heads": c.num_attention_heads,
-            "num_key_value_heads": c.num_key_value_heads, "head_dim": c.head_dim, "intermediate_size": c.intermediate_size,
-            "rms_norm_eps": c.rms_norm_eps, "rope_theta": rope.get("rope_theta"),
-            "rope_scaling": None if rope.get("rope_type", "default") == "default" else rope,
-            "max_position_embeddings": c.max_position_embeddings, "vocab_size": c.vocab_size, "hidden_act": "silu",
-            "attention_bias": False, "attention_dropout": 0.0, "tie_word_embeddings": False,
-            "layer_types": ["full_attention"] * c.num_hidden_layers, "block_size": c.block_size,
-            "num_target_layers": c.num_target_layers,
-            "dflash_config": {"mask_token_id": c.mask_token_id, "target_layer_ids": list(c.target_layer_ids)},
-            "mdlm_kit": {"attention_backend": c.attention_backend, "target_digest": c.target_digest,
-                         "rope_parameters": rope}}
+    return {
+        "architectures": [ARCHITECTURE],
+        "model_type": MODEL_TYPE,
+        "hidden_size": c.hidden_size,
+        "num_hidden_layers": c.num_hidden_layers,
+        "num_attention_heads": c.num_attention_heads,
+        "num_key_value_heads": c.num_key_value_heads,
+        "head_dim": c.head_dim,
+        "intermediate_size": c.intermediate_size,
+        "rms_norm_eps": c.rms_norm_eps,
+        "rope_theta": rope.get("rope_theta"),
+        "rope_scaling": None if rope.get("rope_type", "default") == "default" else rope,
+        "max_position_embeddings": c.max_position_embeddings,
+        "vocab_size": c.vocab_size,
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "tie_word_embeddings": False,
+        "layer_types": ["full_attention"] * c.num_hidden_layers,
+        "block_size": c.block_size,
+        "num_target_layers": c.num_target_layers,
+        "dflash_config": {"mask_token_id": c.mask_token_id, "target_layer_ids": list(c.target_layer_ids)},
+        "mdlm_kit": {
+            "attention_backend": c.attention_backend,
+            "target_digest": c.target_digest,
+            "rope_parameters": rope,
+        },
+    }
+
 
 def is_dflash_config(cfg: dict) -> bool:
     "Whether a config.json describes a DFlash drafter (reference layout or the kit's first one)."
-    return cfg.get("model_type") == LEGACY_MODEL_TYPE or (ARCHITECTURE in cfg.get("architectures", []) and "block_size" in cfg)
+    return cfg.get("model_type") == LEGACY_MODEL_TYPE or (
+        ARCHITECTURE in cfg.get("architectures", []) and "block_size" in cfg
+    )
 
 # %% ../nbs/12_dflash.ipynb #214eab3b
 def block_metrics(ce: torch.Tensor, correct: torch.Tensor, valid: torch.Tensor) -> dict:
-    "Sums per drafted slot 1..bs-1 (for accuracy and loss by position) and the simulated acceptance length of each kept block."
+    """Sums per drafted slot 1..bs-1 (for accuracy and loss by position) and the simulated acceptance length of each
+    kept block."""
     v = valid.float()
     ok = (correct | ~valid)[..., 1:].float()
-    accepted = (torch.cumprod(ok, -1) * v[..., 1:]).sum(-1)          # drafts accepted before the first miss
+    accepted = (torch.cumprod(ok, -1) * v[..., 1:]).sum(-1)  # drafts accepted before the first miss
     has = valid[..., 1:].any(-1)
     # slot 0 is the given anchor: positions 1..bs-1 are the drafted ones
-    return {"pos_correct": (correct.float() * v).sum((0, 1))[1:].detach(), "pos_count": v.sum((0, 1))[1:].detach(),
-            "pos_ce": (ce.detach() * v).sum((0, 1))[1:], "tau_sum": (accepted + 1)[has].sum().detach(), "n_blocks": has.sum().detach()}
+    return {
+        "pos_correct": (correct.float() * v).sum((0, 1))[1:].detach(),
+        "pos_count": v.sum((0, 1))[1:].detach(),
+        "pos_ce": (ce.detach() * v).sum((0, 1))[1:],
+        "tau_sum": (accepted + 1)[has].sum().detach(),
+        "n_blocks": has.sum().detach(),
+    }
 
-def dflash_forward(draft: DFlashDraftModel, tables, input_ids, loss_mask, target_hidden, anchors, keep,
-                   loss_type: str = "dflash", gamma: float | None = None, alpha: float = 0.5, backend: str | None = None) -> dict:
+
+def dflash_forward(
+    draft: DFlashDraftModel,
+    tables,
+    input_ids,
+    loss_mask,
+    target_hidden,
+    anchors,
+    keep,
+    loss_type: str = "dflash",
+    gamma: float | None = None,
+    alpha: float = 0.5,
+    backend: str | None = None,
+) -> dict:
     "Loss numerator/denominator and block metrics for all anchored blocks of a batch."
-    cfg = draft.config; bs = cfg.block_size
+    cfg = draft.config
+    bs = cfg.block_size
     backend = backend or cfg.attention_backend
-    B, S = input_ids.shape; N = anchors.shape[1]
+    B, S = input_ids.shape
+    N = anchors.shape[1]
     blk = dflash_blocks(input_ids, loss_mask, anchors, keep, bs, cfg.mask_token_id)
     if backend == "flex_attention":
         from torch.nn.attention.flex_attention import create_block_mask
-        mask = create_block_mask(dflash_mask_mod(anchors, keep, S, bs), B, None, N * bs, S + N * bs, device=input_ids.device)
-    elif backend == "structured": mask = BlockStructure(anchors, keep, S, bs)
+
+        mask = create_block_mask(
+            dflash_mask_mod(anchors, keep, S, bs), B, None, N * bs, S + N * bs, device=input_ids.device
+        )
+    elif backend == "structured":
+        mask = BlockStructure(anchors, keep, S, bs)
     else:
         mask = dflash_attention_mask(anchors, keep, S, bs)
     h = draft(draft.embed(blk["noise_ids"], tables), target_hidden, blk["position_ids"], mask, backend)
@@ -378,28 +522,53 @@ def dflash_forward(draft: DFlashDraftModel, tables, input_ids, loss_mask, target
     out.update(block_metrics(ce, logits.argmax(-1) == labels, valid))
     return out
 
+
 @torch.no_grad()
-def draft_block(draft: DFlashDraftModel, tables, context_hidden, anchor_token: int, start: int, cache=None,
-                n_draft: int | None = None) -> torch.Tensor:
-    "Decoding time: greedy draft tokens (n_draft,) for the first n_draft slots (default all bs-1) of the block [anchor_token, MASK…] at positions start.., given target features of positions < start (1, start, K*H), or a `DFlashContextCache` holding them."
-    cfg = draft.config; bs = cfg.block_size
+def draft_block(
+    draft: DFlashDraftModel,
+    tables,
+    context_hidden,
+    anchor_token: int,
+    start: int,
+    cache=None,
+    n_draft: int | None = None,
+) -> torch.Tensor:
+    "Decoding time: greedy draft tokens (n_draft,) for the first n_draft slots (default"
+    "all bs-1) of the block [anchor_token, MASK…] at positions start.., given target "
+    "features of positions < start (1, start, K*H), or a `DFlashContextCache` holding them."
+    cfg = draft.config
+    bs = cfg.block_size
     dev = next(draft.parameters()).device
-    ids = torch.full((1, bs), cfg.mask_token_id, dtype=torch.long, device=dev); ids[0, 0] = anchor_token
-    backend = "sdpa" if cfg.attention_backend in ("flex_attention", "structured") else cfg.attention_backend   # one block: dense is smallest
+    ids = torch.full((1, bs), cfg.mask_token_id, dtype=torch.long, device=dev)
+    ids[0, 0] = anchor_token
+    backend = (
+        "sdpa" if cfg.attention_backend in ("flex_attention", "structured") else cfg.attention_backend
+    )  # one block: dense is smallest
     mask = torch.ones(1, bs, start + bs, dtype=torch.bool, device=dev)
     if cache is not None:
-        if cache.length != start: raise DFlashError(f"the context cache holds {cache.length} positions, the block starts at {start}.")
-        h = draft(draft.embed(ids, tables), None, torch.arange(start, start + bs, device=dev)[None], mask, backend, cache=cache)
+        if cache.length != start:
+            raise DFlashError(f"the context cache holds {cache.length} positions, the block starts at {start}.")
+        h = draft(
+            draft.embed(ids, tables),
+            None,
+            torch.arange(start, start + bs, device=dev)[None],
+            mask,
+            backend,
+            cache=cache,
+        )
     else:
         pos = torch.arange(start + bs, device=dev)[None]
         h = draft(draft.embed(ids, tables), context_hidden[:, :start], pos, mask, backend)
     # the whole block runs through the drafter (its slots attend to each other), but the LM head, the largest cost at
     # decoding time (7 slots x a 49k vocabulary for SmolLM2), runs only on the slots that will be verified
     n = bs - 1 if n_draft is None else max(0, min(n_draft, bs - 1))
-    return tables.logits(h[:, 1:1 + n])[0].argmax(-1)
+    return tables.logits(h[:, 1 : 1 + n])[0].argmax(-1)
+
 
 class DFlashContextCache:
-    "Decoding-time cache of what the drafter derives from committed positions: each layer's context keys/values (after RoPE)."
+    """Decoding-time cache of what the drafter derives from committed positions: each layer's context keys/values (after
+    RoPE)."""
+
     def __init__(self, draft: DFlashDraftModel):
         self.draft, self.kv, self.length = draft, [None] * len(draft.layers), 0
 
@@ -411,6 +580,8 @@ class DFlashContextCache:
         cos, sin = d.rotary(ctx, torch.arange(self.length, self.length + ctx.shape[1], device=ctx.device)[None])
         for i, layer in enumerate(d.layers):
             k, v = layer.self_attn.project_kv(ctx, cos, sin)
-            self.kv[i] = (k, v) if self.kv[i] is None else (torch.cat([self.kv[i][0], k], 2), torch.cat([self.kv[i][1], v], 2))
+            self.kv[i] = (
+                (k, v) if self.kv[i] is None else (torch.cat([self.kv[i][0], k], 2), torch.cat([self.kv[i][1], v], 2))
+            )
         self.length += ctx.shape[1]
         return self

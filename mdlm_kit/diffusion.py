@@ -16,24 +16,31 @@ __all__ = ['sample_times', 'corrupt', 'mask_counts', 'elbo_weight', 'elbo_terms'
            'text_batches', 'text_elbo', 'ar_inputs', 'ar_loss', 'ar_nll', 'text_ar_nll']
 
 # %% ../nbs/06_diffusion.ipynb #4dc57e7d
-def sample_times(n: int, eps: float = 1e-3, antithetic: bool = True, generator: torch.Generator | None = None) -> torch.Tensor:
+def sample_times(
+    n: int, eps: float = 1e-3, antithetic: bool = True, generator: torch.Generator | None = None
+) -> torch.Tensor:
     "n diffusion times in [eps, 1]; `antithetic` puts exactly one in each of n equal strata (in shuffled order)."
-    u = torch.rand(n, generator=generator, dtype=torch.float64, device="cpu")   # the CPU generator's stream on every device
+    u = torch.rand(
+        n, generator=generator, dtype=torch.float64, device="cpu"
+    )  # the CPU generator's stream on every device
     if antithetic:
         u = (u + torch.arange(n, dtype=torch.float64, device="cpu")) / n
         u = u[torch.randperm(n, generator=generator, device="cpu")]
     return ((1 - eps) * u + eps).float()
 
-def corrupt(x: torch.Tensor, t: torch.Tensor, mask_id: int, generator: torch.Generator | None = None,
-            exact: bool = False):
+
+def corrupt(
+    x: torch.Tensor, t: torch.Tensor, mask_id: int, generator: torch.Generator | None = None, exact: bool = False
+):
     "Mask `x` (B, T): each token with probability t[b], or (`exact`) exactly ceil(t[b] T) tokens; noisy tokens, mask."
     r = torch.rand(x.shape, generator=generator, device="cpu").to(x.device)
-    if exact:   # the ceil(t T) positions with the smallest draws: a uniformly random subset of that size
+    if exact:  # the ceil(t T) positions with the smallest draws: a uniformly random subset of that size
         k = mask_counts(t, x.shape[1]).to(x.device)
         masked = r.argsort(dim=1).argsort(dim=1) < k[:, None]
     else:
         masked = r < t.to(x.device)[:, None]
     return torch.where(masked, torch.full_like(x, mask_id), x), masked
+
 
 def mask_counts(t: torch.Tensor, T: int) -> torch.Tensor:
     "How many of T tokens `exact` masking hides at times `t`: ceil(t T), at least 1."
@@ -44,16 +51,28 @@ def elbo_weight(t: torch.Tensor) -> torch.Tensor:
     "The ELBO weight -alpha'_t / (1 - alpha_t) of the linear schedule alpha_t = 1 - t, which is 1/t."
     return 1.0 / t
 
+
 def elbo_terms(logits: torch.Tensor, targets: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    "Per masked position: `elbo_weight(t)` * cross-entropy, in fp32. `logits` (N, V), `targets` (N,), `t` (N,) the time of each position."
+    """Per masked position: `elbo_weight(t)` * cross-entropy, in fp32. `logits` (N, V), `targets` (N,), `t` (N,) the
+    time of each position."""
     return F.cross_entropy(logits.float(), targets, reduction="none") * elbo_weight(t)
 
-def diffusion_loss(model, x: torch.Tensor, t: torch.Tensor, mask_id: int, n_tokens: int | None = None,
-                   generator: torch.Generator | None = None, masked: torch.Tensor | None = None,
-                   exact: bool = False) -> dict:
+
+def diffusion_loss(
+    model,
+    x: torch.Tensor,
+    t: torch.Tensor,
+    mask_id: int,
+    n_tokens: int | None = None,
+    generator: torch.Generator | None = None,
+    masked: torch.Tensor | None = None,
+    exact: bool = False,
+) -> dict:
     "Corrupt `x` at times `t`, predict the masked tokens, and return the 1/t-weighted loss over `n_tokens` and stats."
-    if masked is None: z, masked = corrupt(x, t, mask_id, generator, exact)
-    else: z = torch.where(masked, torch.full_like(x, mask_id), x)
+    if masked is None:
+        z, masked = corrupt(x, t, mask_id, generator, exact)
+    else:
+        z = torch.where(masked, torch.full_like(x, mask_id), x)
     n_tokens = n_tokens or x.numel()
     logits = model(z, predict_mask=masked)
     targets = x[masked]
@@ -61,20 +80,29 @@ def diffusion_loss(model, x: torch.Tensor, t: torch.Tensor, mask_id: int, n_toke
     t_eff = mask_counts(t, x.shape[1]).float() / x.shape[1] if exact else t
     t_pos = t_eff.to(x.device)[:, None].expand_as(x)[masked]
     terms = elbo_terms(logits, targets, t_pos)
-    return {"loss": terms.sum() / n_tokens, "nll_sum": terms.detach().sum(), "n_masked": int(masked.sum()),
-            "n_correct": int((logits.detach().argmax(-1) == targets).sum()), "n_tokens": x.numel()}
+    return {
+        "loss": terms.sum() / n_tokens,
+        "nll_sum": terms.detach().sum(),
+        "n_masked": int(masked.sum()),
+        "n_correct": int((logits.detach().argmax(-1) == targets).sum()),
+        "n_tokens": x.numel(),
+    }
 
 # %% ../nbs/06_diffusion.ipynb #7cef0f96
 def eval_times(n_levels: int, eps: float = 1e-3) -> torch.Tensor:
     "Midpoints of n_levels equal strata of [eps, 1]."
     return (1 - eps) * (torch.arange(n_levels, dtype=torch.float64, device="cpu") + 0.5) / n_levels + eps
 
+
 @torch.no_grad()
-def elbo_bound(model, batches, mask_id: int, n_levels: int = 8, eps: float = 1e-3, seed: int = 0,
-               autocast_ctx=None) -> dict:
+def elbo_bound(
+    model, batches, mask_id: int, n_levels: int = 8, eps: float = 1e-3, seed: int = 0, autocast_ctx=None
+) -> dict:
     "Deterministic ELBO estimate over `batches` (iterable of (B, T) token tensors): nats/token, masked accuracy."
     import contextlib
-    was_training = model.training; model.eval()
+
+    was_training = model.training
+    model.eval()
     total, n_tok, n_masked, n_correct = 0.0, 0, 0, 0
     ts = eval_times(n_levels, eps).float()
     for bi, x in enumerate(batches):
@@ -82,64 +110,103 @@ def elbo_bound(model, batches, mask_id: int, n_levels: int = 8, eps: float = 1e-
             g = torch.Generator().manual_seed(seed * 7_919 + bi * 1_009 + li)
             with autocast_ctx or contextlib.nullcontext():
                 out = diffusion_loss(model, x, tt.repeat(len(x)), mask_id, generator=g)
-            total += out["nll_sum"].item(); n_masked += out["n_masked"]; n_correct += out["n_correct"]
+            total += out["nll_sum"].item()
+            n_masked += out["n_masked"]
+            n_correct += out["n_correct"]
         n_tok += x.numel()
     model.train(was_training)
     nats = total / (n_tok * n_levels)
-    return {"elbo_nats_per_token": nats, "nats_per_token": nats, "ppl_bound": math.exp(min(nats, 50)),
-            "masked_acc": n_correct / max(n_masked, 1), "n_tokens": n_tok}
+    return {
+        "elbo_nats_per_token": nats,
+        "nats_per_token": nats,
+        "ppl_bound": math.exp(min(nats, 50)),
+        "masked_acc": n_correct / max(n_masked, 1),
+        "n_tokens": n_tok,
+    }
 
 # %% ../nbs/06_diffusion.ipynb #d7812671
 def text_batches(model, tokenizer, text: str, batch_size: int = 16):
     "Token ids of `text` and their windows of the model's context, batched on the model's device."
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    if not ids: raise DataError("the text is empty: nothing to evaluate.")
+    if not ids:
+        raise DataError("the text is empty: nothing to evaluate.")
     dev = next(model.parameters()).device
     L = model.config.max_seq_len
-    windows = [torch.tensor(ids[i:i + L]) for i in range(0, len(ids), L)]
+    windows = [torch.tensor(ids[i : i + L]) for i in range(0, len(ids), L)]
     full = [w for w in windows if len(w) == L]
-    batches = [torch.stack(full[i:i + batch_size]).to(dev) for i in range(0, len(full), batch_size)]
-    if len(windows[-1]) < L: batches.append(windows[-1][None].to(dev))
+    batches = [torch.stack(full[i : i + batch_size]).to(dev) for i in range(0, len(full), batch_size)]
+    if len(windows[-1]) < L:
+        batches.append(windows[-1][None].to(dev))
     return ids, batches
+
 
 def _per_unit(nats: float, n_tok: int, n_chars: int) -> dict:
     "Total nats as nats and bits per token and bits per character."
-    return {"nats_per_token": nats / n_tok, "bits_per_token": nats / n_tok / math.log(2),
-            "bits_per_char": nats / n_chars / math.log(2), "n_tokens": n_tok, "n_chars": n_chars}
+    return {
+        "nats_per_token": nats / n_tok,
+        "bits_per_token": nats / n_tok / math.log(2),
+        "bits_per_char": nats / n_chars / math.log(2),
+        "n_tokens": n_tok,
+        "n_chars": n_chars,
+    }
 
-def text_elbo(model, tokenizer, text: str, n_levels: int = 16, repeats: int = 1, eps: float = 1e-3,
-              batch_size: int = 16, autocast_ctx=None) -> dict:
+
+def text_elbo(
+    model,
+    tokenizer,
+    text: str,
+    n_levels: int = 16,
+    repeats: int = 1,
+    eps: float = 1e-3,
+    batch_size: int = 16,
+    autocast_ctx=None,
+) -> dict:
     "ELBO bound of `text` under `model`: nats and bits per token, bits per character."
     ids, batches = text_batches(model, tokenizer, text, batch_size)
+
     def total(levels):
         out = 0.0
         for r in range(repeats):
             res = elbo_bound(model, batches, model.config.mask_token_id, levels, eps, seed=r, autocast_ctx=autocast_ctx)
             out += res["elbo_nats_per_token"] * res["n_tokens"] / repeats
         return out
+
     nats = total(n_levels)
     # the midpoint rule's error falls as 1/n^2, so (coarse - fine) / 3 estimates the fine grid's error
     quad = abs(total(max(1, n_levels // 2)) - nats) / 3 / len(ids) if n_levels > 1 else float("nan")
-    return {"elbo_nats_per_token": nats / len(ids), **_per_unit(nats, len(ids), len(text)),
-            "ppl_bound": math.exp(min(nats / len(ids), 50)), "quadrature_error": quad,
-            "n_levels": n_levels, "repeats": repeats}
+    return {
+        "elbo_nats_per_token": nats / len(ids),
+        **_per_unit(nats, len(ids), len(text)),
+        "ppl_bound": math.exp(min(nats / len(ids), 50)),
+        "quadrature_error": quad,
+        "n_levels": n_levels,
+        "repeats": repeats,
+    }
 
 # %% ../nbs/06_diffusion.ipynb #d87d3311
 def ar_inputs(x: torch.Tensor, bos_id: int) -> torch.Tensor:
     "The AR model's input for targets `x` (B, T): the start token, then x shifted right by one."
     return torch.cat([torch.full_like(x[:, :1], bos_id), x[:, :-1]], dim=1)
 
+
 def ar_loss(model, x: torch.Tensor, bos_id: int, n_tokens: int | None = None) -> dict:
     "Next-token cross-entropy of every token of `x`, summed over `n_tokens`; the same keys as `diffusion_loss`."
-    logits = model(ar_inputs(x, bos_id), causal=True)             # (B, T, V)
+    logits = model(ar_inputs(x, bos_id), causal=True)  # (B, T, V)
     terms = F.cross_entropy(logits.float().flatten(0, 1), x.flatten(), reduction="none")
-    return {"loss": terms.sum() / (n_tokens or x.numel()), "nll_sum": terms.detach().sum(), "n_masked": x.numel(),
-            "n_correct": int((logits.detach().argmax(-1) == x).sum()), "n_tokens": x.numel()}
+    return {
+        "loss": terms.sum() / (n_tokens or x.numel()),
+        "nll_sum": terms.detach().sum(),
+        "n_masked": x.numel(),
+        "n_correct": int((logits.detach().argmax(-1) == x).sum()),
+        "n_tokens": x.numel(),
+    }
+
 
 @torch.no_grad()
 def ar_nll(model, batches, bos_id: int, autocast_ctx=None) -> dict:
     "Exact NLL over `batches` (iterable of (B, T) token tensors): nats/token and next-token accuracy."
     import contextlib
+
     was_training = model.training
     model.eval()
     total, n_tok, n_correct = 0.0, 0, 0
@@ -151,8 +218,13 @@ def ar_nll(model, batches, bos_id: int, autocast_ctx=None) -> dict:
         n_tok += x.numel()
     model.train(was_training)
     nats = total / n_tok
-    return {"nats_per_token": nats, "ppl": math.exp(min(nats, 50)), "next_token_acc": n_correct / n_tok,
-            "n_tokens": n_tok}
+    return {
+        "nats_per_token": nats,
+        "ppl": math.exp(min(nats, 50)),
+        "next_token_acc": n_correct / n_tok,
+        "n_tokens": n_tok,
+    }
+
 
 def text_ar_nll(model, tokenizer, text: str, batch_size: int = 16, autocast_ctx=None) -> dict:
     "Exact NLL of `text` under an AR model, in the same windows as `text_elbo`: nats and bits per token and character."

@@ -33,13 +33,15 @@ _HELP = {
     "max_length": "truncate samples to this many tokens",
     "embedding_key": "name of the target's input embedding tensor (offline)",
     "lm_head_key": "name of the target's LM head tensor (offline; tied heads need none)",
-    "draft_config_path": "a draft config.json (the kit's or SpecForge's layout) whose fields override those derived from the target",
+    "draft_config_path": "a draft config.json (the kit's or SpecForge's layout) whose fields override those derived "
+    "from the target",
     "block_size": "DFlash block size B (one anchor + B-1 drafted tokens)",
     "num_draft_layers": "draft decoder layers (1 on CPU; 5 in the paper)",
     "num_feature_layers": "how many target layers feed the drafter (K; the paper uses 5)",
     "target_layer_ids": "explicit comma-separated target layer ids (default: the spread rule)",
     "mask_token_id": "'auto' (tokenizer mask, unused row, or a drafter-owned row) or an id",
-    "attention_backend": "eager, sdpa (CPU/MPS/CUDA), structured (no block-to-block mask: less memory at many anchors) or flex_attention (CUDA)",
+    "attention_backend": "eager, sdpa (CPU/MPS/CUDA), structured (no block-to-block mask: less memory at many anchors) "
+    "or flex_attention (CUDA)",
     "num_anchors": "blocks per sequence, resampled every epoch",
     "loss_type": "dflash (decayed CE), dpace, dpace-cumulative-confidence-only, dpace-continuation-value-only",
     "loss_decay_gamma": "gamma of w_k = exp(-(k-1)/gamma); 0 for uniform (7/5/4 for B = 16/10/8)",
@@ -51,7 +53,8 @@ _HELP = {
     "optimizer_type": "adamw, or adamw_8bit (bitsandbytes, CUDA)",
     "fp32_params": "keep fp32 master weights under bf16 autocast (--no-fp32-params casts the drafter to bf16)",
     "ckpt_dir": "start from this saved drafter directory (fine-tuning)",
-    "feature_scaled_init": "initialise the feature projection per input dimension from the first batch's scale (--no-feature-scaled-init: plain N(0, 0.02))",
+    "feature_scaled_init": "initialise the feature projection per input dimension from the first batch's scale "
+    "(--no-feature-scaled-init: plain N(0, 0.02))",
     "profile": "write a torch profiler trace to OUTPUT_DIR/profile",
     "profile_start_step": "first profiled step",
     "profile_num_steps": "profiled steps",
@@ -75,107 +78,195 @@ _HELP = {
     "precision": "auto, fp32, bf16 or fp16",
 }
 
-def _bool(s): return str(s).lower() in ("1", "true", "yes", "on")
 
-DFLASH_ONLY = ("block_size", "num_draft_layers", "num_feature_layers", "target_layer_ids", "mask_token_id", "num_anchors",
-               "loss_type", "loss_decay_gamma", "dpace_alpha", "attention_backend")
+def _bool(s):
+    return str(s).lower() in ("1", "true", "yes", "on")
+
+
+DFLASH_ONLY = (
+    "block_size",
+    "num_draft_layers",
+    "num_feature_layers",
+    "target_layer_ids",
+    "mask_token_id",
+    "num_anchors",
+    "loss_type",
+    "loss_decay_gamma",
+    "dpace_alpha",
+    "attention_backend",
+)
 EAGLE3_ONLY = ("ttt_length", "draft_vocab_size", "eagle_aux_hidden_state_layer_ids")
 # the reference EAGLE-3 recipe's own defaults (SpecForge configs; the EAGLE paper uses lr 5e-5 and clipping 0.5)
 EAGLE3_DEFAULTS = {"learning_rate": 1e-4, "warmup_ratio": 0.015, "max_grad_norm": 0.5}
+
 
 def add_config_flags(p: argparse.ArgumentParser, skip=(), defaults: dict | None = None, aliases: dict | None = None):
     "One flag per `DraftTrainConfig` field, with its default; `aliases` maps a field to extra flag names."
     d = DraftTrainConfig()
     for f in fields(DraftTrainConfig):
-        if f.name in skip: continue
+        if f.name in skip:
+            continue
         flag, default = "--" + f.name.replace("_", "-"), (defaults or {}).get(f.name, getattr(d, f.name))
         names = [flag] + list((aliases or {}).get(f.name, ()))
         help = f"{_HELP.get(f.name, '')} (default: {default!r})"
         if isinstance(default, bool) and default:
             p.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name, action="store_false", help=help)
-        elif isinstance(default, bool): p.add_argument(*names, dest=f.name, action="store_true", help=help)
+        elif isinstance(default, bool):
+            p.add_argument(*names, dest=f.name, action="store_true", help=help)
         elif isinstance(default, list):
-            p.add_argument(*names, dest=f.name, type=lambda s: [int(x) for x in s.split(",") if x], default=[], help=help)
-        else: p.add_argument(*names, dest=f.name, type=type(default), default=default, help=help)
+            p.add_argument(
+                *names, dest=f.name, type=lambda s: [int(x) for x in s.split(",") if x], default=[], help=help
+            )
+        else:
+            p.add_argument(*names, dest=f.name, type=type(default), default=default, help=help)
+
 
 def config_from_args(args) -> DraftTrainConfig:
     d = DraftTrainConfig()
     return DraftTrainConfig(**{f.name: getattr(args, f.name, getattr(d, f.name)) for f in fields(DraftTrainConfig)})
 
+
 def cmd_train_draft(args):
     cfg = config_from_args(args)
-    res = DraftTrainer(cfg, args.output_dir, args.algorithm, resume=args.resume, max_run_steps=args.max_run_steps,
-                       progress=not args.no_progress).run()
+    res = DraftTrainer(
+        cfg,
+        args.output_dir,
+        args.algorithm,
+        resume=args.resume,
+        max_run_steps=args.max_run_steps,
+        progress=not args.no_progress,
+    ).run()
     print(json.dumps({"step": res["step"], "completed": res["completed"], "eval": res["eval"]}))
+
 
 def cmd_make_chat_data(args):
     from mdlm_kit.chat_data import embedded_prompts, load_conversations, regenerate_conversations
     from mdlm_kit.targets import TargetModel
     from mdlm_kit.device import inference_precision, resolve_device
-    prompts = (embedded_prompts(args.num_prompts, seed=args.seed) if args.prompts == "embedded"
-               else load_conversations(args.prompts, require_assistant=False)[:args.num_prompts or None])
+
+    prompts = (
+        embedded_prompts(args.num_prompts, seed=args.seed)
+        if args.prompts == "embedded"
+        else load_conversations(args.prompts, require_assistant=False)[: args.num_prompts or None]
+    )
     dev = resolve_device(args.device or "auto")
-    prec = inference_precision(args.precision, dev, tokens_per_forward=args.batch_size)   # a batch decodes together
+    prec = inference_precision(args.precision, dev, tokens_per_forward=args.batch_size)  # a batch decodes together
     tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=prec.dtype)
-    n = regenerate_conversations(tgt, prompts, args.output, max_new_tokens=args.max_new_tokens, batch_size=args.batch_size,
-                                 temperature=args.temperature, seed=args.seed, progress=not args.no_progress)
+    n = regenerate_conversations(
+        tgt,
+        prompts,
+        args.output,
+        max_new_tokens=args.max_new_tokens,
+        batch_size=args.batch_size,
+        temperature=args.temperature,
+        seed=args.seed,
+        progress=not args.no_progress,
+    )
     print(f"wrote {n} new conversations to {args.output}")
+
 
 def cmd_hidden_states(args):
     from mdlm_kit.chat_data import build_chat_dataset, dataset_key
     from mdlm_kit.features import save_hidden_states
     from mdlm_kit.targets import TargetModel
     from mdlm_kit.device import inference_precision, resolve_device
+
     dev = resolve_device(args.device or "auto")
     prec = inference_precision(args.precision, dev, tokens_per_forward=args.batch_size * args.max_length)
     tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=prec.dtype)
     layers = args.layers or build_target_layer_ids(tgt.num_layers, args.num_feature_layers)
-    samples = build_chat_dataset(args.data, tgt.tokenizer, args.max_length, args.train_only_last_turn, args.is_preformatted,
-                                 min_loss_tokens=2 * args.block_size)
+    samples = build_chat_dataset(
+        args.data,
+        tgt.tokenizer,
+        args.max_length,
+        args.train_only_last_turn,
+        args.is_preformatted,
+        min_loss_tokens=2 * args.block_size,
+    )
     key = dataset_key(args.data, tgt.tokenizer, args.max_length, args.train_only_last_turn, args.is_preformatted)
-    if args.shard_size < 1: raise ConfigError(f"--shard-size must be at least 1, not {args.shard_size}.")
-    idx = save_hidden_states(tgt, samples, layers, args.output, dtype=args.dtype, batch_size=args.batch_size,
-                             shard_size=args.shard_size, data_key=key, progress=not args.no_progress)
+    if args.shard_size < 1:
+        raise ConfigError(f"--shard-size must be at least 1, not {args.shard_size}.")
+    idx = save_hidden_states(
+        tgt,
+        samples,
+        layers,
+        args.output,
+        dtype=args.dtype,
+        batch_size=args.batch_size,
+        shard_size=args.shard_size,
+        data_key=key,
+        progress=not args.no_progress,
+    )
     print(f"{idx['n_samples']} samples, layers {idx['layer_ids']}, in {args.output}")
+
 
 def cmd_speculate(args):
     from mdlm_kit.device import cast_weights
     from mdlm_kit.speculative import SamplingParams, load_draft, load_prompts, speculate, tokens_per_cycle
     from mdlm_kit.targets import TargetModel
     from mdlm_kit.device import inference_precision, resolve_device
+
     # flags first: loading the target takes a while, and a typo should not cost it
-    bad = [f"--{n} must be {rule}, not {v}" for n, v, ok, rule in [
-        ("num-draft-tokens", args.num_draft_tokens, args.num_draft_tokens is None or args.num_draft_tokens >= 1, "at least 1"),
-        ("max-new-tokens", args.max_new_tokens, args.max_new_tokens >= 1, "at least 1"),
-        ("num-prompts", args.num_prompts, args.num_prompts >= 0, "0 (all) or more"),
-        ("temperature", args.temperature, args.temperature >= 0, "0 (greedy) or more"),
-        ("top-k", args.top_k, args.top_k >= 0, "0 (off) or more"),
-        ("top-p", args.top_p, 0 < args.top_p <= 1, "in (0, 1]"),
-        ("tree-nodes", args.tree_nodes, args.tree_nodes >= 0, "0 (a chain) or more"),
-        ("tree-top-k", args.tree_top_k, args.tree_top_k >= 1, "at least 1")] if not ok]
-    if bad: raise ConfigError("; ".join(bad) + ".")
+    bad = [
+        f"--{n} must be {rule}, not {v}"
+        for n, v, ok, rule in [
+            (
+                "num-draft-tokens",
+                args.num_draft_tokens,
+                args.num_draft_tokens is None or args.num_draft_tokens >= 1,
+                "at least 1",
+            ),
+            ("max-new-tokens", args.max_new_tokens, args.max_new_tokens >= 1, "at least 1"),
+            ("num-prompts", args.num_prompts, args.num_prompts >= 0, "0 (all) or more"),
+            ("temperature", args.temperature, args.temperature >= 0, "0 (greedy) or more"),
+            ("top-k", args.top_k, args.top_k >= 0, "0 (off) or more"),
+            ("top-p", args.top_p, 0 < args.top_p <= 1, "in (0, 1]"),
+            ("tree-nodes", args.tree_nodes, args.tree_nodes >= 0, "0 (a chain) or more"),
+            ("tree-top-k", args.tree_top_k, args.tree_top_k >= 1, "at least 1"),
+        ]
+        if not ok
+    ]
+    if bad:
+        raise ConfigError("; ".join(bad) + ".")
     dev = resolve_device(args.device or "auto")
     draft = load_draft(args.draft, device=dev)
     n = tokens_per_cycle(draft, args.num_draft_tokens, args.tree_nodes)
-    dtype = inference_precision(args.precision, dev, n).dtype   # the target and its drafter decode in one precision
+    dtype = inference_precision(args.precision, dev, n).dtype  # the target and its drafter decode in one precision
     tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=dtype)
     cast_weights(draft, dtype)
-    res = speculate(tgt, draft, load_prompts(args.prompts, args.num_prompts or None), args.max_new_tokens,
-                    SamplingParams(args.temperature, args.top_k, args.top_p), args.num_draft_tokens, args.baseline,
-                    args.seed, not args.no_progress, tree_nodes=args.tree_nodes, tree_top_k=args.tree_top_k)
+    res = speculate(
+        tgt,
+        draft,
+        load_prompts(args.prompts, args.num_prompts or None),
+        args.max_new_tokens,
+        SamplingParams(args.temperature, args.top_k, args.top_p),
+        args.num_draft_tokens,
+        args.baseline,
+        args.seed,
+        not args.no_progress,
+        tree_nodes=args.tree_nodes,
+        tree_top_k=args.tree_top_k,
+    )
     text = json.dumps(res, indent=1)
     if args.output:
         from mdlm_kit.checkpoint import atomic_write_text
+
         atomic_write_text(args.output, text + "\n")
     print(text)
 
-def add_draft_commands(sub):
-    "Register make-chat-data, hidden-states and train-dflash on the `mdlm-kit` parser."
-    p = sub.add_parser("make-chat-data", help="self-distil: answer prompts with the target",
-                       description="Regenerate assistant turns with the target (greedy by default); appends, so an "
-                                   "interrupted run resumes where it stopped.")
+
+def _add_make_chat_data(sub):
+    "The `mdlm-kit make-chat-data` command and its flags."
+    p = sub.add_parser(
+        "make-chat-data",
+        help="self-distil: answer prompts with the target",
+        description="Regenerate assistant turns with the target (greedy by default); appends, so an "
+        "interrupted run resumes where it stopped.",
+    )
     p.add_argument("--target", default="smollm2", help="target model (default: smollm2)")
-    p.add_argument("--prompts", default="embedded", help="'embedded' (built from Python's docs) or a JSONL of conversations")
+    p.add_argument(
+        "--prompts", default="embedded", help="'embedded' (built from Python's docs) or a JSONL of conversations"
+    )
     p.add_argument("--num-prompts", type=int, default=0, help="use at most this many prompts (0: all)")
     p.add_argument("--output", required=True, help="output JSONL (appended to)")
     p.add_argument("--max-new-tokens", type=int, default=128, help="answer length limit")
@@ -183,62 +274,135 @@ def add_draft_commands(sub):
     p.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
     p.add_argument("--seed", type=int, default=0, help="prompt shuffle and sampling seed")
     p.add_argument("--device", help="auto, cpu, cuda or mps")
-    p.add_argument("--precision", default="auto", help="weights while decoding: auto (see inference_precision: fp32 for batches "
-                   "of 16 on a CPU without native bf16), fp32, bf16 or fp16 (GPU)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar"); p.set_defaults(fn=cmd_make_chat_data)
+    p.add_argument(
+        "--precision",
+        default="auto",
+        help="weights while decoding: auto (see inference_precision: fp32 for batches "
+        "of 16 on a CPU without native bf16), fp32, bf16 or fp16 (GPU)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_make_chat_data)
 
-    p = sub.add_parser("hidden-states", help="precompute target features for offline drafter training",
-                       description="Run the target once over chat data and save the chosen layers' hidden states.")
+
+def _add_hidden_states(sub):
+    "The `mdlm-kit hidden-states` command and its flags."
+    p = sub.add_parser(
+        "hidden-states",
+        help="precompute target features for offline drafter training",
+        description="Run the target once over chat data and save the chosen layers' hidden states.",
+    )
     p.add_argument("--target", default="smollm2", help="target model (default: smollm2)")
     p.add_argument("--data", required=True, help="chat JSONL")
     p.add_argument("--output", required=True, help="output directory (shards + index.json); rerun to resume")
-    p.add_argument("--layers", type=lambda s: [int(x) for x in s.split(",") if x], default=[], help="comma-separated layer ids")
-    p.add_argument("--num-feature-layers", type=int, default=5, help="K layers by the DFlash spread rule when --layers is not given")
-    p.add_argument("--block-size", type=int, default=16, help="samples with fewer than 2 x block size loss tokens are dropped")
+    p.add_argument(
+        "--layers", type=lambda s: [int(x) for x in s.split(",") if x], default=[], help="comma-separated layer ids"
+    )
+    p.add_argument(
+        "--num-feature-layers",
+        type=int,
+        default=5,
+        help="K layers by the DFlash spread rule when --layers is not given",
+    )
+    p.add_argument(
+        "--block-size", type=int, default=16, help="samples with fewer than 2 x block size loss tokens are dropped"
+    )
     p.add_argument("--max-length", type=int, default=512, help="truncate samples to this many tokens")
     p.add_argument("--train-only-last-turn", action="store_true", help="supervise only the last assistant turn")
     p.add_argument("--is-preformatted", action="store_true", help="rows are {'text'} with the template applied")
     p.add_argument("--dtype", default="bf16", help="bf16, fp16 or fp32")
     p.add_argument("--batch-size", type=int, default=4, help="samples per target forward")
-    p.add_argument("--shard-size", type=int, default=64, help="samples per safetensors shard (a resumed run keeps whole shards)")
+    p.add_argument(
+        "--shard-size", type=int, default=64, help="samples per safetensors shard (a resumed run keeps whole shards)"
+    )
     p.add_argument("--device", help="auto, cpu, cuda or mps")
-    p.add_argument("--precision", default="auto", help="the target's weights: auto (fp32 on a CPU without native bf16: "
-                   "whole prompts are compute-bound; bf16/fp16 on GPUs), fp32, bf16 or fp16")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar"); p.set_defaults(fn=cmd_hidden_states)
+    p.add_argument(
+        "--precision",
+        default="auto",
+        help="the target's weights: auto (fp32 on a CPU without native bf16: "
+        "whole prompts are compute-bound; bf16/fp16 on GPUs), fp32, bf16 or fp16",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_hidden_states)
 
-    p = sub.add_parser("speculate", help="lossless speculative decoding with a trained drafter: tau, speedup",
-                       description="Decode chat prompts with the target and a DFlash or EAGLE-3 drafter; print/write JSON "
-                                   "with tau, per-position acceptance, timings, speedup and losslessness.")
+
+def _add_speculate(sub):
+    "The `mdlm-kit speculate` command and its flags."
+    p = sub.add_parser(
+        "speculate",
+        help="lossless speculative decoding with a trained drafter: tau, speedup",
+        description="Decode chat prompts with the target and a DFlash or EAGLE-3 drafter; print/write JSON "
+        "with tau, per-position acceptance, timings, speedup and losslessness.",
+    )
     p.add_argument("--target", default="smollm2", help="target model (default: smollm2)")
     p.add_argument("--draft", required=True, help="a saved drafter directory (a run's draft/)")
-    p.add_argument("--prompts", default="heldout", help="'heldout' (24 prompts: writing, reasoning, maths, code; never trained "
-                   "on), 'embedded', a JSONL of {'turns'} or conversations, or a text file of lines")
+    p.add_argument(
+        "--prompts",
+        default="heldout",
+        help="'heldout' (24 prompts: writing, reasoning, maths, code; never trained "
+        "on), 'embedded', a JSONL of {'turns'} or conversations, or a text file of lines",
+    )
     p.add_argument("--num-prompts", type=int, default=0, help="use at most this many prompts (0: all; embedded: 20)")
     p.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate per prompt")
-    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy (lossless is then checked token for token)")
+    p.add_argument(
+        "--temperature", type=float, default=0.0, help="0: greedy (lossless is then checked token for token)"
+    )
     p.add_argument("--top-k", type=int, default=0, help="top-k of the target's sampling (0: off)")
     p.add_argument("--top-p", type=float, default=1.0, help="top-p of the target's sampling")
-    p.add_argument("--num-draft-tokens", type=int, default=None, help="drafts verified per cycle (default: EAGLE-3 5, DFlash block_size-1)")
-    p.add_argument("--tree-nodes", type=int, default=0, help="EAGLE-3: verify a dynamic tree of this many nodes (0: a chain); depth = --num-draft-tokens")
-    p.add_argument("--tree-top-k", type=int, default=4, help="EAGLE-3 tree: children expanded per node and nodes kept per depth")
+    p.add_argument(
+        "--num-draft-tokens",
+        type=int,
+        default=None,
+        help="drafts verified per cycle (default: EAGLE-3 5, DFlash block_size-1)",
+    )
+    p.add_argument(
+        "--tree-nodes",
+        type=int,
+        default=0,
+        help="EAGLE-3: verify a dynamic tree of this many nodes (0: a chain); depth = --num-draft-tokens",
+    )
+    p.add_argument(
+        "--tree-top-k", type=int, default=4, help="EAGLE-3 tree: children expanded per node and nodes kept per depth"
+    )
     p.add_argument("--baseline", action="store_true", help="also time plain decoding at temperature > 0")
     p.add_argument("--output", help="write the JSON here too")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--device", help="auto, cpu, cuda or mps")
-    p.add_argument("--precision", default="auto", help="weights of target and drafter: auto (bf16 on GPUs; fp32 on a CPU "
-                   "without native bf16, where bf16 verification is slower and not token-exact), fp32, bf16 or fp16 (GPU)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar"); p.set_defaults(fn=cmd_speculate)
+    p.add_argument(
+        "--precision",
+        default="auto",
+        help="weights of target and drafter: auto (bf16 on GPUs; fp32 on a CPU "
+        "without native bf16, where bf16 verification is slower and not token-exact), fp32, bf16 or fp16 (GPU)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_speculate)
 
-    for algo, desc in (("dflash", "Train a DFlash block-diffusion drafter"), ("eagle3", "Train an EAGLE-3 drafter with training-time test")):
-        p = sub.add_parser(f"train-{algo}", help=desc.lower().replace("train a", "train a").split(" with")[0] + " against a target",
-                           description=f"{desc}, online (live target) or offline (saved features).")
-        p.add_argument("--output-dir", required=True, help="run directory (train_config.json, events.jsonl, checkpoints/, draft/)")
+
+def add_draft_commands(sub):
+    "Register the drafter commands (make-chat-data, hidden-states, speculate, train-dflash/-eagle3) on the parser."
+    _add_make_chat_data(sub)
+    _add_hidden_states(sub)
+    _add_speculate(sub)
+    for algo, desc in (
+        ("dflash", "Train a DFlash block-diffusion drafter"),
+        ("eagle3", "Train an EAGLE-3 drafter with training-time test"),
+    ):
+        p = sub.add_parser(
+            f"train-{algo}",
+            help=desc.lower().replace("train a", "train a").split(" with")[0] + " against a target",
+            description=f"{desc}, online (live target) or offline (saved features).",
+        )
+        p.add_argument(
+            "--output-dir", required=True, help="run directory (train_config.json, events.jsonl, checkpoints/, draft/)"
+        )
         p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --output-dir")
         p.add_argument("--max-run-steps", type=int, help="stop safely after this many steps in this invocation")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         seed = {"gradient_accumulation_steps": ["--accumulation-steps"], "draft_config_path": ["--draft-model-config"]}
-        if algo == "dflash": add_config_flags(p, skip=EAGLE3_ONLY, aliases=seed)
-        else:   # the EAGLE-3 seed also spells these its own way
+        if algo == "dflash":
+            add_config_flags(p, skip=EAGLE3_ONLY, aliases=seed)
+        else:  # the EAGLE-3 seed also spells these its own way
             seed["gradient_accumulation_steps"].append("--draft-accumulation-steps")
-            add_config_flags(p, skip=DFLASH_ONLY, defaults=EAGLE3_DEFAULTS, aliases={**seed, "max_steps": ["--max-num-steps"]})
+            add_config_flags(
+                p, skip=DFLASH_ONLY, defaults=EAGLE3_DEFAULTS, aliases={**seed, "max_steps": ["--max-num-steps"]}
+            )
         p.set_defaults(fn=cmd_train_draft, algorithm=algo)

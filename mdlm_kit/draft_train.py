@@ -10,19 +10,48 @@ import json, math, time
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 import torch
-from .checkpoint import (CheckpointError, CheckpointManager, append_jsonl, atomic_write_text, resume_point,
-                                 trim_events)
+from mdlm_kit.checkpoint import (
+    CheckpointError,
+    CheckpointManager,
+    append_jsonl,
+    atomic_write_text,
+    resume_point,
+    trim_events,
+)
 from .layers import make_optimizer
 from .config import ConfigError
 from .device import KitError
-from .device import (autocast, get_rng_state, make_grad_scaler, memory_stats, resolve_device, resolve_precision, seed_everything,
-                             set_rng_state, synchronize)
-from .targets import (TargetModel, chat_template_from, flatten_draft_config, TargetEmbeddingsAndHead, TargetError, digests_match,
-                              feature_scaled_init_)
+from mdlm_kit.device import (
+    autocast,
+    get_rng_state,
+    make_grad_scaler,
+    memory_stats,
+    resolve_device,
+    resolve_precision,
+    seed_everything,
+    set_rng_state,
+    synchronize,
+)
+from mdlm_kit.targets import (
+    TargetModel,
+    chat_template_from,
+    flatten_draft_config,
+    TargetEmbeddingsAndHead,
+    TargetError,
+    digests_match,
+    feature_scaled_init_,
+)
 from .chat_data import build_chat_dataset, dataset_key
 from .features import HiddenStates, FeaturesError
-from .dflash import (DFlashConfig, DFlashDraftModel, DFlashError, dflash_forward, sample_anchors, LOSS_TYPES,
-                             ATTENTION_BACKENDS)
+from mdlm_kit.dflash import (
+    DFlashConfig,
+    DFlashDraftModel,
+    DFlashError,
+    dflash_forward,
+    sample_anchors,
+    LOSS_TYPES,
+    ATTENTION_BACKENDS,
+)
 from .eagle3 import Eagle3Config, Eagle3DraftModel, Eagle3Error, build_vocab_mapping, eagle3_forward
 from .checkpoint import atomic_torch_save, safe_torch_load
 
@@ -34,6 +63,7 @@ __all__ = ['RESUME_MAY_CHANGE', 'RECIPES', 'DraftTrainConfig', 'DraftTrainingErr
 @dataclass
 class DraftTrainConfig:
     "Everything a drafter run needs; saved as `train_config.json` beside the run and checked on resume."
+
     target_model_path: str = "smollm2"
     target_model_backend: str = "hf"
     trust_remote_code: bool = False
@@ -91,45 +121,86 @@ class DraftTrainConfig:
 
     def validate(self) -> "DraftTrainConfig":
         if not (self.train_data_path or self.train_hidden_states_path):
-            raise ConfigError("pass --train-data-path (online: the target runs on each batch) or --train-hidden-states-path (offline).")
+            raise ConfigError(
+                "pass --train-data-path (online: the target runs on "
+                "each batch) or --train-hidden-states-path (offline)."
+            )
         if self.target_model_backend != "hf":
-            raise ConfigError(f"--target-model-backend {self.target_model_backend!r} is not supported: the kit runs the target with "
-                              "transformers. Pass --target-model-backend hf (or omit it); for an SGLang-served target, "
-                              "train offline from its saved features with --train-hidden-states-path.")
-        if self.loss_type not in LOSS_TYPES: raise DFlashError(f"--loss-type must be one of {LOSS_TYPES}, not {self.loss_type!r}.")
-        if not 0.0 <= self.dpace_alpha <= 1.0: raise DFlashError(f"--dpace-alpha must lie in [0, 1], not {self.dpace_alpha}.")
+            raise ConfigError(
+                f"--target-model-backend {self.target_model_backend!r} is not supported: the kit runs the target with "
+                "transformers. Pass --target-model-backend hf (or omit it); for an SGLang-served target, "
+                "train offline from its saved features with --train-hidden-states-path."
+            )
+        if self.loss_type not in LOSS_TYPES:
+            raise DFlashError(f"--loss-type must be one of {LOSS_TYPES}, not {self.loss_type!r}.")
+        if not 0.0 <= self.dpace_alpha <= 1.0:
+            raise DFlashError(f"--dpace-alpha must lie in [0, 1], not {self.dpace_alpha}.")
         if self.attention_backend not in ATTENTION_BACKENDS:
-            raise DFlashError(f"--attention-backend must be one of {ATTENTION_BACKENDS}, not {self.attention_backend!r}.")
-        if self.loss_decay_gamma < 0: raise DFlashError(f"--loss-decay-gamma must be >= 0 (0: no decay), not {self.loss_decay_gamma}.")
-        if self.optimizer_type not in ("adamw", "adamw_8bit"): raise ConfigError("--optimizer-type must be adamw or adamw_8bit.")
-        if self.report_to not in ("none", "tensorboard", "wandb"): raise ConfigError("--report-to must be none, tensorboard or wandb.")
+            raise DFlashError(
+                f"--attention-backend must be one of {ATTENTION_BACKENDS}, not {self.attention_backend!r}."
+            )
+        if self.loss_decay_gamma < 0:
+            raise DFlashError(f"--loss-decay-gamma must be >= 0 (0: no decay), not {self.loss_decay_gamma}.")
+        if self.optimizer_type not in ("adamw", "adamw_8bit"):
+            raise ConfigError("--optimizer-type must be adamw or adamw_8bit.")
+        if self.report_to not in ("none", "tensorboard", "wandb"):
+            raise ConfigError("--report-to must be none, tensorboard or wandb.")
         for k in ("batch_size", "gradient_accumulation_steps", "num_anchors", "num_epochs", "max_length", "ttt_length"):
-            if getattr(self, k) < 1: raise ConfigError(f"--{k.replace('_', '-')} must be at least 1, not {getattr(self, k)}.")
+            if getattr(self, k) < 1:
+                raise ConfigError(f"--{k.replace('_', '-')} must be at least 1, not {getattr(self, k)}.")
         if self.draft_vocab_size < 0:
-            raise ConfigError(f"--draft-vocab-size must be >= 0 (0: the target's whole vocabulary), not {self.draft_vocab_size}.")
+            raise ConfigError(
+                f"--draft-vocab-size must be >= 0 (0: the target's whole vocabulary), not {self.draft_vocab_size}."
+            )
         return self
+
 
 class DraftTrainingError(KitError, RuntimeError):
     "Drafter training stopped; the message says why and what was kept."
 
-RESUME_MAY_CHANGE = {"log_interval", "eval_interval", "save_interval", "keep_last", "report_to", "device", "precision", "skip_nonfinite",
-                     "profile", "profile_start_step", "profile_num_steps", "profile_record_shapes", "ckpt_dir", "cache_dir",
-                     "train_data_path", "eval_data_path", "train_hidden_states_path", "eval_hidden_states_path", "target_model_path"}
+
+RESUME_MAY_CHANGE = {
+    "log_interval",
+    "eval_interval",
+    "save_interval",
+    "keep_last",
+    "report_to",
+    "device",
+    "precision",
+    "skip_nonfinite",
+    "profile",
+    "profile_start_step",
+    "profile_num_steps",
+    "profile_record_shapes",
+    "ckpt_dir",
+    "cache_dir",
+    "train_data_path",
+    "eval_data_path",
+    "train_hidden_states_path",
+    "eval_hidden_states_path",
+    "target_model_path",
+}
+
 
 def lr_at(step: int, total: int, base: float, warmup_ratio: float) -> float:
     "Learning rate of optimizer step `step` (0-based) of `total`: linear warm-up, then cosine to 0."
     W = max(1, int(warmup_ratio * total))
-    if step < W: return base * (step + 1) / W
+    if step < W:
+        return base * (step + 1) / W
     return base * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - W) / max(1, total - W))))
 
 # %% ../nbs/15_draft_train.ipynb #df9bfd7c
 def resolve_mask_token_id(spec, tokenizer, vocab_size: int) -> int:
     "The DFlash mask id for `spec` ('auto' or an int) given the tokenizer and the target's embedding rows."
     if str(spec) != "auto":
-        try: mid = int(spec)
-        except ValueError: raise DFlashError(f"--mask-token-id must be 'auto' or an integer, not {spec!r}.") from None
+        try:
+            mid = int(spec)
+        except ValueError:
+            raise DFlashError(f"--mask-token-id must be 'auto' or an integer, not {spec!r}.") from None
         if not 0 <= mid < vocab_size:
-            raise DFlashError(f"--mask-token-id {mid} is outside the target's vocabulary 0..{vocab_size - 1}; use 'auto'.")
+            raise DFlashError(
+                f"--mask-token-id {mid} is outside the target's vocabulary 0..{vocab_size - 1}; use 'auto'."
+            )
         return mid
     if tokenizer is not None and tokenizer.mask_token_id is not None and tokenizer.mask_token_id < vocab_size:
         return int(tokenizer.mask_token_id)
@@ -138,94 +209,165 @@ def resolve_mask_token_id(spec, tokenizer, vocab_size: int) -> int:
 
 # %% ../nbs/15_draft_train.ipynb #7e3332ba
 def read_draft_config(path, base):
-    "`base` (the config derived from the target) with the fields a draft config.json names: the kit's or SpecForge's layout."
+    """`base` (the config derived from the target) with the fields a draft config.json names: the kit's or SpecForge's
+    layout."""
     raw = json.loads(Path(path).read_text())
     flat = flatten_draft_config(raw)
-    for k in ("num_target_layers", "vocab_size"):                  # facts about the target: they must agree
+    for k in ("num_target_layers", "vocab_size"):  # facts about the target: they must agree
         if k in raw and raw[k] != getattr(base, k):
-            raise ConfigError(f"{path} was written for a target with {k} = {raw[k]}; this target has {getattr(base, k)}. "
-                              "Use a draft config made for this target, or none (it is derived from the target).")
+            raise ConfigError(
+                f"{path} was written for a target with {k} = {raw[k]}; this target has {getattr(base, k)}. "
+                "Use a draft config made for this target, or none (it is derived from the target)."
+            )
     known = {k: v for k, v in flat.items() if k in type(base).__dataclass_fields__ and k != "target_digest"}
     cfg = replace(base, **known)
     L = cfg.num_target_layers
     ids = getattr(cfg, "target_layer_ids", None) or getattr(cfg, "eagle_aux_hidden_state_layer_ids", [])
     bad = [i for i in ids if not 0 <= i < L]
-    if bad: raise ConfigError(f"{path}: target layer ids {bad} are out of range for this target's {L} layers (0..{L - 1}).")
+    if bad:
+        raise ConfigError(f"{path}: target layer ids {bad} are out of range for this target's {L} layers (0..{L - 1}).")
     return cfg
+
 
 class DFlashRecipe:
     "DFlash: random anchors per sample and epoch, one pass over all blocks, decayed or D-PACE weighted CE."
+
     name = "dflash"
+
     def __init__(self, cfg: DraftTrainConfig, target_config, mask_token_id: int, target_digest: str):
-        dc = DFlashConfig.from_target(target_config, mask_token_id=mask_token_id, num_draft_layers=cfg.num_draft_layers,
-                                      block_size=cfg.block_size, target_layer_ids=cfg.target_layer_ids or None,
-                                      num_feature_layers=cfg.num_feature_layers, attention_backend=cfg.attention_backend,
-                                      target_digest=target_digest)
-        if cfg.draft_config_path: dc = read_draft_config(cfg.draft_config_path, dc).validate()
+        dc = DFlashConfig.from_target(
+            target_config,
+            mask_token_id=mask_token_id,
+            num_draft_layers=cfg.num_draft_layers,
+            block_size=cfg.block_size,
+            target_layer_ids=cfg.target_layer_ids or None,
+            num_feature_layers=cfg.num_feature_layers,
+            attention_backend=cfg.attention_backend,
+            target_digest=target_digest,
+        )
+        if cfg.draft_config_path:
+            dc = read_draft_config(cfg.draft_config_path, dc).validate()
         self.cfg, self.model = cfg, DFlashDraftModel(dc)
-        if self.model.mask_embedding is not None: self.mask_init = True
+        if self.model.mask_embedding is not None:
+            self.mask_init = True
+
     @property
-    def layer_ids(self): return list(self.model.config.target_layer_ids)
-    def min_loss_tokens(self): return 2 * self.model.config.block_size
+    def layer_ids(self):
+        return list(self.model.config.target_layer_ids)
+
+    def min_loss_tokens(self):
+        return 2 * self.model.config.block_size
 
     def init_from_tables(self, tables):
-        if self.model.mask_embedding is not None:   # a new mask row starts at the mean embedding
-            with torch.no_grad(): self.model.mask_embedding.copy_(tables.embed_weight.float().mean(0))
+        if self.model.mask_embedding is not None:  # a new mask row starts at the mean embedding
+            with torch.no_grad():
+                self.model.mask_embedding.copy_(tables.embed_weight.float().mean(0))
 
-    def prepare(self, train_set, cache_dir, data_id): pass
-    def init_from_features(self, hidden): feature_scaled_init_(self.model.fc, hidden)
+    def prepare(self, train_set, cache_dir, data_id):
+        pass
+
+    def init_from_features(self, hidden):
+        feature_scaled_init_(self.model.fc, hidden)
 
     def loss(self, tables, input_ids, loss_mask, hidden, seeds) -> dict:
         c = self.cfg
         anchors, keep = sample_anchors(loss_mask, c.num_anchors, seeds)
-        return dflash_forward(self.model, tables, input_ids, loss_mask, hidden, anchors, keep, loss_type=c.loss_type,
-                              gamma=c.loss_decay_gamma or None, alpha=c.dpace_alpha)
+        return dflash_forward(
+            self.model,
+            tables,
+            input_ids,
+            loss_mask,
+            hidden,
+            anchors,
+            keep,
+            loss_type=c.loss_type,
+            gamma=c.loss_decay_gamma or None,
+            alpha=c.dpace_alpha,
+        )
+
 
 class Eagle3Recipe:
     "EAGLE-3: features of 3 target layers plus the last hidden state (for the target's distribution), TTT unrolled."
+
     name = "eagle3"
+
     def __init__(self, cfg: DraftTrainConfig, target_config, mask_token_id: int, target_digest: str):
         V = target_config.vocab_size
-        ec = Eagle3Config.from_target(target_config, min(cfg.draft_vocab_size or V, V),
-                                      cfg.eagle_aux_hidden_state_layer_ids or None, cfg.ttt_length, target_digest)
-        if cfg.draft_config_path: ec = read_draft_config(cfg.draft_config_path, ec)
+        ec = Eagle3Config.from_target(
+            target_config,
+            min(cfg.draft_vocab_size or V, V),
+            cfg.eagle_aux_hidden_state_layer_ids or None,
+            cfg.ttt_length,
+            target_digest,
+        )
+        if cfg.draft_config_path:
+            ec = read_draft_config(cfg.draft_config_path, ec)
         self.cfg, self.model = cfg, Eagle3DraftModel(ec)
+
     @property
-    def layer_ids(self):   # the last layer's output is transformers' final (normed) hidden state: the LM head gives the target's logits
+    def layer_ids(
+        self,
+    ):  # the last layer's output is transformers' final (normed) hidden state: the LM head gives the target's logits
         c = self.model.config
         return list(c.eagle_aux_hidden_state_layer_ids) + [c.num_target_layers - 1]
-    def min_loss_tokens(self): return 2
-    def init_from_tables(self, tables): pass
-    def init_from_features(self, hidden): feature_scaled_init_(self.model.fc, hidden[..., :3 * self.model.config.hidden_size])
+
+    def min_loss_tokens(self):
+        return 2
+
+    def init_from_tables(self, tables):
+        pass
+
+    def init_from_features(self, hidden):
+        feature_scaled_init_(self.model.fc, hidden[..., : 3 * self.model.config.hidden_size])
 
     def prepare(self, train_set, cache_dir, data_id):
         "The draft vocabulary from the training data, cached per data (and tokenizer) and size."
         import hashlib
+
         c = self.model.config
         key = hashlib.sha256(f"{data_id}:{c.vocab_size}:{c.draft_vocab_size}".encode()).hexdigest()[:16]
         path = Path(cache_dir) / f"vocab-{key}.pt"
-        try: m = safe_torch_load(path, "vocabulary cache") if path.is_file() else None
-        except CheckpointError: m = None
+        try:
+            m = safe_torch_load(path, "vocabulary cache") if path.is_file() else None
+        except CheckpointError:
+            m = None
         if m is None:
-            d2t, t2d = build_vocab_mapping((train_set[i] for i in range(len(train_set))), c.vocab_size, c.draft_vocab_size)
-            atomic_torch_save({"d2t": d2t, "t2d": t2d}, path); m = {"d2t": d2t, "t2d": t2d}
+            d2t, t2d = build_vocab_mapping(
+                (train_set[i] for i in range(len(train_set))), c.vocab_size, c.draft_vocab_size
+            )
+            atomic_torch_save({"d2t": d2t, "t2d": t2d}, path)
+            m = {"d2t": d2t, "t2d": t2d}
         self.model.set_vocab(m["d2t"], m["t2d"])
 
     def loss(self, tables, input_ids, loss_mask, hidden, seeds) -> dict:
         H = self.model.config.hidden_size
-        logits = tables.logits(hidden[..., 3 * H:])
-        return eagle3_forward(self.model, tables, input_ids, loss_mask, hidden[..., :3 * H], logits)
+        logits = tables.logits(hidden[..., 3 * H :])
+        return eagle3_forward(self.model, tables, input_ids, loss_mask, hidden[..., : 3 * H], logits)
+
 
 RECIPES = {"dflash": DFlashRecipe, "eagle3": Eagle3Recipe}
 
 # %% ../nbs/15_draft_train.ipynb #1c709690
 class DraftTrainer:
-    "Train a drafter (`algorithm` in RECIPES) described by `cfg` into `output_dir`; `resume` continues the newest checkpoint."
-    def __init__(self, cfg: DraftTrainConfig, output_dir, algorithm: str = "dflash", resume: bool = False,
-                 max_run_steps: int | None = None, target: TargetModel | None = None, progress: bool = True, log=print):
+    """Train a drafter (`algorithm` in RECIPES) described by `cfg` into `output_dir`; `resume` continues the newest
+    checkpoint."""
+
+    def __init__(
+        self,
+        cfg: DraftTrainConfig,
+        output_dir,
+        algorithm: str = "dflash",
+        resume: bool = False,
+        max_run_steps: int | None = None,
+        target: TargetModel | None = None,
+        progress: bool = True,
+        log=print,
+    ):
         self.cfg, self.out, self.algorithm = cfg.validate(), Path(output_dir), algorithm
         self.resume, self.max_run_steps, self.progress, self.log = resume, max_run_steps, progress, log
-        self.ckpts = CheckpointManager(self.out / "checkpoints", cfg.keep_last, format=f"mdlm_kit.draft_state.{algorithm}.v1")
+        self.ckpts = CheckpointManager(
+            self.out / "checkpoints", cfg.keep_last, format=f"mdlm_kit.draft_state.{algorithm}.v1"
+        )
         self._setup(target)
 
     def _setup(self, target):
@@ -233,87 +375,159 @@ class DraftTrainer:
         existing = resume_point(self.out, self.ckpts, self.resume)
         state = self.ckpts.load(existing) if existing is not None else None
         if state is not None:
-            saved = state["config"]
-            bad = [f"{k}: checkpoint {saved.get(k)!r} != now {v!r}" for k, v in asdict(cfg).items()
-                   if k not in RESUME_MAY_CHANGE and saved.get(k) != v]
-            if bad: raise CheckpointError("cannot resume: the settings differ from the checkpoint's in\n  " + "\n  ".join(bad) +
-                                          "\nUse the run's own settings (train_config.json), or start a new run.")
+            self._check_resume_config(state["config"])
         self.device = resolve_device(cfg.device)
         self.precision = resolve_precision(cfg.precision, self.device)
-        self.scaler = make_grad_scaler(self.precision)     # fp16 on CUDA needs loss scaling; otherwise a pass-through
+        self.scaler = make_grad_scaler(self.precision)  # fp16 on CUDA needs loss scaling; otherwise a pass-through
         self.online = not cfg.train_hidden_states_path
-        self.cache_dir = Path(cfg.cache_dir) if cfg.cache_dir else self.out / "cache"   # tokenised data, draft vocabulary
+        # tokenised data and the draft vocabulary are cached here
+        self.cache_dir = Path(cfg.cache_dir) if cfg.cache_dir else self.out / "cache"
+        tconf, digest, tok = self._target_tables(target)
+        self._build_model(tconf, digest, tok, fresh=state is None)
+        self.optimizer = self._make_optimizer()
+        self.step = 0
+        if state is not None:
+            self._restore(state, existing, digest)
+        elif self.resume:
+            self.log(
+                f"{self.out} has no checkpoint yet (the run stopped "
+                f"before its first save); starting it again from step 0"
+            )
+        self.writer = None
+
+    def _check_resume_config(self, saved: dict):
+        "Refuse a resume whose settings differ from the checkpoint's (except those in RESUME_MAY_CHANGE)."
+        bad = [
+            f"{k}: checkpoint {saved.get(k)!r} != now {v!r}"
+            for k, v in asdict(self.cfg).items()
+            if k not in RESUME_MAY_CHANGE and saved.get(k) != v
+        ]
+        if bad:
+            raise CheckpointError(
+                "cannot resume: the settings differ from the checkpoint's in\n  "
+                + "\n  ".join(bad)
+                + "\nUse the run's own settings (train_config.json), or start a new run."
+            )
+
+    def _target_tables(self, target):
+        "Load what the drafter needs of the target: the live model (online) or only its embeddings, head and config."
+        cfg = self.cfg
         if target is None and (self.online or cfg.mask_token_id == "auto"):
-            target = TargetModel.from_pretrained(cfg.target_model_path, device=self.device, load_tokenizer=True,
-                                                 trust_remote_code=cfg.trust_remote_code)
+            target = TargetModel.from_pretrained(
+                cfg.target_model_path, device=self.device, load_tokenizer=True, trust_remote_code=cfg.trust_remote_code
+            )
         self.target = target if self.online else None
-        if cfg.chat_template and target is not None:   # a file, a name (chatml, qwen, llama3) or a Jinja string
+        if cfg.chat_template and target is not None:  # a file, a name (chatml, qwen, llama3) or a Jinja string
             target.tokenizer.chat_template = chat_template_from(cfg.chat_template)
         if target is not None:
-            self.tables, tconf, digest, tok = target.embeddings_and_head(), target.config, target.digest(), target.tokenizer
+            self.tables, tconf, digest, tok = (
+                target.embeddings_and_head(),
+                target.config,
+                target.digest(),
+                target.tokenizer,
+            )
         else:
             from transformers import AutoConfig
             from mdlm_kit.targets import resolve_target, target_digest
+
             path, gguf = resolve_target(cfg.target_model_path)
-            tconf = AutoConfig.from_pretrained(path, trust_remote_code=cfg.trust_remote_code, **({"gguf_file": gguf} if gguf else {}))
-            self.tables = TargetEmbeddingsAndHead.from_pretrained(cfg.target_model_path, cfg.embedding_key, cfg.lm_head_key)
+            tconf = AutoConfig.from_pretrained(
+                path, trust_remote_code=cfg.trust_remote_code, **({"gguf_file": gguf} if gguf else {})
+            )
+            self.tables = TargetEmbeddingsAndHead.from_pretrained(
+                cfg.target_model_path, cfg.embedding_key, cfg.lm_head_key
+            )
             digest, tok = target_digest(tconf, self.tables.embed_weight), None
         self.tables = self.tables.to(self.device)
         self.target_digest = digest
+        return tconf, digest, tok
+
+    def _build_model(self, tconf, digest: str, tok, fresh: bool):
+        "The recipe and its drafter, initialised from the target's tables, and the training (and eval) data."
+        cfg = self.cfg
         mask_id = resolve_mask_token_id(cfg.mask_token_id, tok, self.tables.vocab_size)
         seed_everything(cfg.seed)
         self.recipe = RECIPES[self.algorithm](cfg, tconf, mask_id, digest)
         self.recipe.init_from_tables(self.tables)
         self.model = self.recipe.model.to(self.device)
         self.train_set, self.data_id = self._load_data(cfg.train_data_path, cfg.train_hidden_states_path, tok, digest)
-        self.eval_set = (self._load_data(cfg.eval_data_path, cfg.eval_hidden_states_path, tok, digest)[0]
-                         if (cfg.eval_data_path or cfg.eval_hidden_states_path) else None)
+        self.eval_set = (
+            self._load_data(cfg.eval_data_path, cfg.eval_hidden_states_path, tok, digest)[0]
+            if (cfg.eval_data_path or cfg.eval_hidden_states_path)
+            else None
+        )
         self.recipe.prepare(self.train_set, self.cache_dir, self.data_id)
         self.n_batches = -(-len(self.train_set) // cfg.batch_size)
-        if cfg.feature_scaled_init:   # the first batch (fixed by the seed) sets the scale of the feature projection
+        if cfg.feature_scaled_init:  # the first batch (fixed by the seed) sets the scale of the feature projection
             self.recipe.init_from_features(self.batch(self.train_set, self.micro_batch(0)[0])[2].cpu())
-        if cfg.ckpt_dir and state is None:   # fine-tune from a saved drafter
+        if cfg.ckpt_dir and fresh:  # fine-tune from a saved drafter
             self.model.load_state_dict(type(self.model).from_pretrained(cfg.ckpt_dir).state_dict())
         if not cfg.fp32_params and self.precision.dtype == torch.bfloat16:
-            self.model.to(torch.bfloat16)    # saves the fp32 master copy's memory; AdamW then updates bf16 weights
+            self.model.to(torch.bfloat16)  # saves the fp32 master copy's memory; AdamW then updates bf16 weights
         micro_total = cfg.num_epochs * self.n_batches
         self.total_steps = cfg.max_steps or -(-micro_total // cfg.gradient_accumulation_steps)
         self.schedule_steps = cfg.total_steps or self.total_steps
+
+    def _make_optimizer(self):
+        "The configured optimizer over the drafter's parameters, with the reference trainers' betas and eps."
         from types import SimpleNamespace
-        self.optimizer = make_optimizer(self.model, SimpleNamespace(
-            learning_rate=cfg.learning_rate, beta1=0.9, beta2=0.999, adam_eps=1e-8, weight_decay=cfg.weight_decay,
-            optimizer=cfg.optimizer_type), self.device)
-        self.step = 0
-        if state is not None:
-            if not digests_match(state.get("target_digest"), digest):
-                raise CheckpointError("cannot resume: this checkpoint was trained against another target (other "
-                                      f"architecture or weights: digest {state['target_digest']} != {digest}); point "
-                                      "--target-model-path at the original target.")
-            if state["data_id"] != self.data_id:
-                raise CheckpointError("cannot resume: the training data (or its features) differ from the checkpoint's; "
-                                      "resume with the same data or start a new run.")
-            try:
-                self.model.load_state_dict(state["model"])
-                self.optimizer.load_state_dict(state["optimizer"])
-                self.scaler.load_state_dict(state.get("scaler", {}))
-            except (RuntimeError, ValueError, KeyError) as e:
-                raise CheckpointError(f"checkpoint {str(existing)!r} does not fit this drafter: {e}") from None
-            self.step = state["step"]; set_rng_state(state["rng"])
-            self.log(f"resuming from {existing.name} at step {self.step}")
-        elif self.resume:
-            self.log(f"{self.out} has no checkpoint yet (the run stopped before its first save); starting it again from step 0")
-        self.writer = None
+
+        c = self.cfg
+        opt = SimpleNamespace(
+            learning_rate=c.learning_rate,
+            beta1=0.9,
+            beta2=0.999,
+            adam_eps=1e-8,
+            weight_decay=c.weight_decay,
+            optimizer=c.optimizer_type,
+        )
+        return make_optimizer(self.model, opt, self.device)
+
+    def _restore(self, state: dict, existing, digest: str):
+        "Continue from a checkpoint: the same target and data, then the weights, optimizer, scaler and RNG."
+        if not digests_match(state.get("target_digest"), digest):
+            raise CheckpointError(
+                "cannot resume: this checkpoint was trained against another target (other "
+                f"architecture or weights: digest {state['target_digest']} != {digest}); point "
+                "--target-model-path at the original target."
+            )
+        if state["data_id"] != self.data_id:
+            raise CheckpointError(
+                "cannot resume: the training data (or its features) differ from the checkpoint's; "
+                "resume with the same data or start a new run."
+            )
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.scaler.load_state_dict(state.get("scaler", {}))
+        except (RuntimeError, ValueError, KeyError) as e:
+            raise CheckpointError(f"checkpoint {str(existing)!r} does not fit this drafter: {e}") from None
+        self.step = state["step"]
+        set_rng_state(state["rng"])
+        self.log(f"resuming from {existing.name} at step {self.step}")
 
     def _load_data(self, data_path, features_path, tok, digest):
         c = self.cfg
         if features_path:
             ds = HiddenStates(features_path).check(self.recipe.layer_ids, digest)
             samples = [i for i in range(len(ds)) if int(ds[i]["loss_mask"].sum()) >= self.recipe.min_loss_tokens()]
-            if not samples: raise FeaturesError(f"no sample in {features_path!r} has {self.recipe.min_loss_tokens()} loss tokens.")
-            return _FeatureView(ds, samples), f"features:{ds.index['data_key']}:{ds.index['n_samples']}:{ds.index['target_digest']}"
-        if tok is None: raise TargetError("online training needs the target's tokenizer.")
-        data = build_chat_dataset(data_path, tok, c.max_length, c.train_only_last_turn, c.is_preformatted,
-                                  cache_dir=self.cache_dir, min_loss_tokens=self.recipe.min_loss_tokens(), log=self.log)
+            if not samples:
+                raise FeaturesError(f"no sample in {features_path!r} has {self.recipe.min_loss_tokens()} loss tokens.")
+            return _FeatureView(
+                ds, samples
+            ), f"features:{ds.index['data_key']}:{ds.index['n_samples']}:{ds.index['target_digest']}"
+        if tok is None:
+            raise TargetError("online training needs the target's tokenizer.")
+        data = build_chat_dataset(
+            data_path,
+            tok,
+            c.max_length,
+            c.train_only_last_turn,
+            c.is_preformatted,
+            cache_dir=self.cache_dir,
+            min_loss_tokens=self.recipe.min_loss_tokens(),
+            log=self.log,
+        )
         return data, "chat:" + dataset_key(data_path, tok, c.max_length, c.train_only_last_turn, c.is_preformatted)
 
     def batch(self, data, indices, pad_id: int = 0):
@@ -325,11 +539,15 @@ class DraftTrainer:
         lm = torch.zeros(len(items), S, dtype=torch.long, device="cpu")
         att = torch.zeros(len(items), S, dtype=torch.long, device="cpu")
         for r, s in enumerate(items):
-            n = len(s["input_ids"]); ids[r, :n] = s["input_ids"]; lm[r, :n] = s["loss_mask"]; att[r, :n] = 1
+            n = len(s["input_ids"])
+            ids[r, :n] = s["input_ids"]
+            lm[r, :n] = s["loss_mask"]
+            att[r, :n] = 1
         ids, lm, att = ids.to(self.device), lm.to(self.device), att.to(self.device)
         if "hidden_states" in items[0]:
             hid = torch.zeros(len(items), S, items[0]["hidden_states"].shape[-1], dtype=torch.float32, device="cpu")
-            for r, s in enumerate(items): hid[r, :len(s["input_ids"])] = s["hidden_states"].float()
+            for r, s in enumerate(items):
+                hid[r, : len(s["input_ids"])] = s["hidden_states"].float()
             hid = hid.to(self.device)
         else:
             hid = self.target(ids, att, layer_ids=self.recipe.layer_ids, return_logits=False).hidden_states.float()
@@ -342,13 +560,14 @@ class DraftTrainer:
     def micro_batch(self, m: int):
         "Indices and anchor seeds of micro-batch `m` (counted from the start of training)."
         epoch, b = divmod(m, self.n_batches)
-        idx = self._order(epoch)[b * self.cfg.batch_size:(b + 1) * self.cfg.batch_size]
+        idx = self._order(epoch)[b * self.cfg.batch_size : (b + 1) * self.cfg.batch_size]
         return idx, [self.cfg.seed * 7_919 + epoch * 1_000_003 + i for i in idx]
 
     def train_step(self) -> dict:
         c, A = self.cfg, self.cfg.gradient_accumulation_steps
         lr = lr_at(self.step, self.schedule_steps, c.learning_rate, c.warmup_ratio)
-        for g in self.optimizer.param_groups: g["lr"] = lr
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
         self.model.train()
         num, den, agg = 0.0, 0.0, {}
         for a in range(A):
@@ -361,17 +580,20 @@ class DraftTrainer:
         if not math.isfinite(num) or den <= 0:
             self.optimizer.zero_grad(set_to_none=True)
             if not c.skip_nonfinite:
-                raise DraftTrainingError(f"loss became {num}/{den} at step {self.step}; nothing was updated. The last good checkpoint "
-                                   f"is {self.ckpts.latest()}. Lower --learning-rate or check the data, or pass "
-                                   "--skip-nonfinite to skip such steps.")
-            self._event("skipped_step", step=self.step, loss=f"{num}/{den}")   # no update; the schedule moves on
+                raise DraftTrainingError(
+                    f"loss became {num}/{den} at step {self.step}; nothing was updated. The last good checkpoint "
+                    f"is {self.ckpts.latest()}. Lower --learning-rate or check the data, or pass "
+                    "--skip-nonfinite to skip such steps."
+                )
+            self._event("skipped_step", step=self.step, loss=f"{num}/{den}")  # no update; the schedule moves on
             self.step += 1
             return {"loss": float("nan"), "lr": lr, "skipped": True}
-        self.scaler.unscale_(self.optimizer)               # true gradients before they are averaged and clipped
+        self.scaler.unscale_(self.optimizer)  # true gradients before they are averaged and clipped
         for p in self.model.parameters():
-            if p.grad is not None: p.grad.div_(den)
+            if p.grad is not None:
+                p.grad.div_(den)
         gn = torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
-        self.scaler.step(self.optimizer)                   # fp16: skipped when the scaled gradients overflowed
+        self.scaler.step(self.optimizer)  # fp16: skipped when the scaled gradients overflowed
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
@@ -379,9 +601,12 @@ class DraftTrainer:
 
     @torch.no_grad()
     def evaluate(self, max_samples: int = 256) -> dict | None:
-        "Per-slot accuracy and loss, simulated acceptance length, on the eval set with fixed anchors (seeded by sample)."
-        if self.eval_set is None: return None
-        self.model.eval(); agg, num, den = {}, 0.0, 0.0
+        """Per-slot accuracy and loss, simulated acceptance length, on the eval set with fixed anchors (seeded by
+        sample)."""
+        if self.eval_set is None:
+            return None
+        self.model.eval()
+        agg, num, den = {}, 0.0, 0.0
         n = min(len(self.eval_set), max_samples)
         for i in range(0, n, self.cfg.batch_size):
             idx = list(range(i, min(i + self.cfg.batch_size, n)))
@@ -396,88 +621,146 @@ class DraftTrainer:
         append_jsonl(self.out / "events.jsonl", [rec])
         if self.writer is not None and kind in ("train", "eval"):
             for k, v in kw.items():
-                if isinstance(v, (int, float)) and k != "step": self.writer(f"{kind}/{k}", v, kw["step"])
+                if isinstance(v, (int, float)) and k != "step":
+                    self.writer(f"{kind}/{k}", v, kw["step"])
         return rec
 
     def save(self):
-        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "rng": get_rng_state(),
-                 "scaler": self.scaler.state_dict(),
-                 "config": asdict(self.cfg), "data_id": self.data_id, "algorithm": self.algorithm,
-                 "target_digest": self.target_digest}
+        state = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "rng": get_rng_state(),
+            "scaler": self.scaler.state_dict(),
+            "config": asdict(self.cfg),
+            "data_id": self.data_id,
+            "algorithm": self.algorithm,
+            "target_digest": self.target_digest,
+        }
         path = self.ckpts.save(state, self.step)
         self.model.save_pretrained(self.out / "draft")
         self._event("checkpoint", step=self.step, path=str(path.relative_to(self.out)))
 
     def _reporter(self):
         if self.cfg.report_to == "tensorboard":
-            try: from torch.utils.tensorboard import SummaryWriter
-            except ImportError: raise ConfigError("--report-to tensorboard needs `pip install tensorboard`.") from None
-            w = SummaryWriter(str(self.out / "tensorboard")); return lambda k, v, s: w.add_scalar(k, v, s)
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                raise ConfigError("--report-to tensorboard needs `pip install tensorboard`.") from None
+            w = SummaryWriter(str(self.out / "tensorboard"))
+            return lambda k, v, s: w.add_scalar(k, v, s)
         if self.cfg.report_to == "wandb":
-            try: import wandb
-            except ImportError: raise ConfigError("--report-to wandb needs `pip install wandb`.") from None
+            try:
+                import wandb
+            except ImportError:
+                raise ConfigError("--report-to wandb needs `pip install wandb`.") from None
             run = wandb.init(project="mdlm_kit", config=asdict(self.cfg), dir=str(self.out))
             return lambda k, v, s: run.log({k: v}, step=s)
         return None
 
     def run(self) -> dict:
         from tqdm.auto import tqdm
+
         c = self.cfg
         self.out.mkdir(parents=True, exist_ok=True)
-        if self.resume: trim_events(self.out / "events.jsonl", self.step)   # events after the checkpoint will be logged again
+        if self.resume:
+            trim_events(self.out / "events.jsonl", self.step)  # events after the checkpoint will be logged again
         atomic_write_text(self.out / "train_config.json", json.dumps(asdict(c), indent=1))
         self.writer = self._reporter()
         n_params = sum(p.numel() for p in self.model.parameters())
-        self._event("resume" if self.resume else "start", step=self.step, algorithm=self.algorithm, n_params=n_params,
-                    total_steps=self.total_steps, n_train=len(self.train_set), online=self.online, config=asdict(c))
-        self.log(f"{self.algorithm} drafter {n_params / 1e6:.2f} M trainable params | {len(self.train_set)} samples | "
-                 f"{self.total_steps} steps | {'online' if self.online else 'offline'} | {self.device}")
+        self._event(
+            "resume" if self.resume else "start",
+            step=self.step,
+            algorithm=self.algorithm,
+            n_params=n_params,
+            total_steps=self.total_steps,
+            n_train=len(self.train_set),
+            online=self.online,
+            config=asdict(c),
+        )
+        self.log(
+            f"{self.algorithm} drafter {n_params / 1e6:.2f} M trainable params | {len(self.train_set)} samples | "
+            f"{self.total_steps} steps | {'online' if self.online else 'offline'} | {self.device}"
+        )
         if self.step == 0 and self.eval_set is not None:
-            ev = self.evaluate(); self._event("eval", step=0, **ev); self.log(f"step 0 (untrained) | eval {_fmt(ev)}")
+            ev = self.evaluate()
+            self._event("eval", step=0, **ev)
+            self.log(f"step 0 (untrained) | eval {_fmt(ev)}")
         stop = self.total_steps if self.max_run_steps is None else min(self.total_steps, self.step + self.max_run_steps)
         bar = tqdm(total=self.total_steps, initial=self.step, disable=not self.progress, desc=self.algorithm)
         t0, last = time.perf_counter(), None
         prof = None
         while self.step < stop:
             if c.profile and self.step == c.profile_start_step:
-                prof = torch.profiler.profile(record_shapes=c.profile_record_shapes); prof.__enter__()
-            rec = self.train_step(); bar.update(1); bar.set_postfix(loss=f"{rec['loss']:.3f}")
+                prof = torch.profiler.profile(record_shapes=c.profile_record_shapes)
+                prof.__enter__()
+            rec = self.train_step()
+            bar.update(1)
+            bar.set_postfix(loss=f"{rec['loss']:.3f}")
             if prof is not None and self.step >= c.profile_start_step + c.profile_num_steps:
-                prof.__exit__(None, None, None); (self.out / "profile").mkdir(exist_ok=True)
-                prof.export_chrome_trace(str(self.out / "profile" / f"trace_step{c.profile_start_step}.json")); prof = None
+                prof.__exit__(None, None, None)
+                (self.out / "profile").mkdir(exist_ok=True)
+                prof.export_chrome_trace(str(self.out / "profile" / f"trace_step{c.profile_start_step}.json"))
+                prof = None
                 self.log(f"profiler trace written to {self.out / 'profile'}")
             if self.step % c.log_interval == 0 or self.step == stop:
                 synchronize(self.device)
-                self._event("train", step=self.step, sec=round(time.perf_counter() - t0, 2), **rec, **memory_stats(self.device))
+                self._event(
+                    "train", step=self.step, sec=round(time.perf_counter() - t0, 2), **rec, **memory_stats(self.device)
+                )
                 t0 = time.perf_counter()
             if self.eval_set is not None and (self.step % c.eval_interval == 0 or self.step == self.total_steps):
-                last = self.evaluate(); self._event("eval", step=self.step, **last)
+                last = self.evaluate()
+                self._event("eval", step=self.step, **last)
                 bar.write(f"step {self.step} | train loss {rec['loss']:.3f} | eval {_fmt(last)}")
-            if self.step % c.save_interval == 0 or self.step == stop: self.save()
+            if self.step % c.save_interval == 0 or self.step == stop:
+                self.save()
         bar.close()
         done = self.step >= self.total_steps
         self._event("complete" if done else "paused", step=self.step, eval=last)
         return {"step": self.step, "completed": done, "eval": last}
 
+
 def _accumulate(agg: dict, out: dict, num: float, den: float) -> tuple[float, float]:
     "Add one micro-batch's loss parts to the running numerator/denominator and its metric sums to `agg`."
     for k, v in out.items():
-        if k not in ("numerator", "denominator"): agg[k] = agg.get(k, 0) + v.detach().cpu()
+        if k not in ("numerator", "denominator"):
+            agg[k] = agg.get(k, 0) + v.detach().cpu()
     return num + out["numerator"].item(), den + float(out["denominator"])
 
+
 class _FeatureView:
-    def __init__(self, ds, keep): self.ds, self.keep = ds, keep
-    def __len__(self): return len(self.keep)
-    def __getitem__(self, i): return self.ds[self.keep[i]]
+    def __init__(self, ds, keep):
+        self.ds, self.keep = ds, keep
+
+    def __len__(self):
+        return len(self.keep)
+
+    def __getitem__(self, i):
+        return self.ds[self.keep[i]]
+
 
 def summarize(agg: dict, algorithm: str = "dflash") -> dict:
-    "Turn summed metrics into accuracy and loss by drafted position (DFlash slot k = 1.., EAGLE-3 TTT step j = 0..) and the simulated acceptance length."
-    if "pos_count" not in agg: return {}
+    """Turn summed metrics into accuracy and loss by drafted position (DFlash slot k = 1.., EAGLE-3 TTT step j = 0..)
+    and the simulated acceptance length."""
+    if "pos_count" not in agg:
+        return {}
     cnt = agg["pos_count"].clamp_min(1)
-    return {"acc": float(agg["pos_correct"].sum() / cnt.sum()), "tau": float(agg["tau_sum"] / max(float(agg["n_blocks"]), 1)),
-            "acc_by_position": [round(float(x), 4) for x in agg["pos_correct"] / cnt],
-            "loss_by_position": [round(float(x), 4) for x in agg["pos_ce"] / cnt],
-            # EAGLE-3 logs acc_0..acc_{T-1} per TTT step, like the reference script
-            **({f"acc_{j}": round(float(x), 4) for j, x in enumerate(agg["pos_correct"] / cnt)} if algorithm == "eagle3" else {})}
+    return {
+        "acc": float(agg["pos_correct"].sum() / cnt.sum()),
+        "tau": float(agg["tau_sum"] / max(float(agg["n_blocks"]), 1)),
+        "acc_by_position": [round(float(x), 4) for x in agg["pos_correct"] / cnt],
+        "loss_by_position": [round(float(x), 4) for x in agg["pos_ce"] / cnt],
+        # EAGLE-3 logs acc_0..acc_{T-1} per TTT step, like the reference script
+        **(
+            {f"acc_{j}": round(float(x), 4) for j, x in enumerate(agg["pos_correct"] / cnt)}
+            if algorithm == "eagle3"
+            else {}
+        ),
+    }
 
-def _fmt(ev): return f"loss {ev['loss']:.3f} | acc {ev['acc']:.3f} | tau {ev['tau']:.2f} | acc by position {ev['acc_by_position'][:4]}…"
+
+def _fmt(ev):
+    return (
+        f"loss {ev['loss']:.3f} | acc {ev['acc']:.3f} | tau {ev['tau']:.2f} | "
+        f"acc by position {ev['acc_by_position'][:4]}…"
+    )

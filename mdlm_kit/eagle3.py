@@ -26,17 +26,27 @@ __all__ = ['MODEL_TYPE', 'ARCHITECTURE', 'Eagle3Error', 'default_aux_layer_ids',
 class Eagle3Error(KitError, ValueError):
     "An EAGLE-3 setting or input that cannot work; the message names the fix."
 
+
 def default_aux_layer_ids(num_target_layers: int) -> list[int]:
     "Outputs of decoder layers [1, L//2 - 1, L - 4] (the inputs of layers 2, L/2 and L-3)."
     L = num_target_layers
-    if L < 5: raise Eagle3Error(f"a target with {L} layers is too shallow for the default EAGLE-3 layers; pass --eagle-aux-hidden-state-layer-ids.")
+    if L < 5:
+        raise Eagle3Error(
+            f"a target with {L} layers is too shallow for the default "
+            f"EAGLE-3 layers; pass --eagle-aux-hidden-state-layer-ids."
+        )
     return [1, L // 2 - 1, L - 4]
+
 
 def build_vocab_mapping(samples, vocab_size: int, draft_vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
     "`d2t` (draft_vocab_size,) offsets and `t2d` (vocab_size,) bool from token counts at supervised positions."
     if not 0 < draft_vocab_size <= vocab_size:
-        raise Eagle3Error(f"--draft-vocab-size must be in 1..{vocab_size} (the target vocabulary), not {draft_vocab_size}.")
-    counts = torch.zeros(vocab_size, dtype=torch.long, device="cpu")   # the maps are made on the CPU; set_vocab copies them
+        raise Eagle3Error(
+            f"--draft-vocab-size must be in 1..{vocab_size} (the target vocabulary), not {draft_vocab_size}."
+        )
+    counts = torch.zeros(
+        vocab_size, dtype=torch.long, device="cpu"
+    )  # the maps are made on the CPU; set_vocab copies them
     for s in samples:
         ids = s["input_ids"][s["loss_mask"].bool()]
         counts += torch.bincount(ids, minlength=vocab_size)[:vocab_size]
@@ -56,17 +66,20 @@ def ttt_attention_mask(seq_len: int, step: int, device=None) -> torch.Tensor:
     blocks = [s <= t] + [s == t] * step
     return torch.cat(blocks, dim=1)
 
+
 def ttt_step_weights(length: int, decay: float = 0.8) -> list[float]:
     "The weight of each TTT step's loss: decay**j (not normalised, as in the reference trainer)."
-    return [decay ** j for j in range(length)]
+    return [decay**j for j in range(length)]
 
 # %% ../nbs/13_eagle3.ipynb #8150201a
-MODEL_TYPE = "llama"   # serving engines read EAGLE-3 drafts as Llama configs with this architecture name
+MODEL_TYPE = "llama"  # serving engines read EAGLE-3 drafts as Llama configs with this architecture name
 ARCHITECTURE = "LlamaForCausalLMEagle3"
+
 
 @dataclass
 class Eagle3Config:
     "Shape of an EAGLE-3 drafter; `from_target` copies the target's widths and RoPE."
+
     hidden_size: int = 64
     num_attention_heads: int = 4
     num_key_value_heads: int = 2
@@ -83,21 +96,32 @@ class Eagle3Config:
     target_digest: str = ""
 
     @classmethod
-    def from_target(cls, c, draft_vocab_size: int | None = None, aux_layer_ids=None, ttt_length: int = 7, target_digest: str = ""):
+    def from_target(
+        cls, c, draft_vocab_size: int | None = None, aux_layer_ids=None, ttt_length: int = 7, target_digest: str = ""
+    ):
         L = c.num_hidden_layers
         ids = list(aux_layer_ids) if aux_layer_ids else default_aux_layer_ids(L)
-        if len(ids) != 3: raise Eagle3Error(f"EAGLE-3 fuses exactly 3 target layers; got {ids}.")
+        if len(ids) != 3:
+            raise Eagle3Error(f"EAGLE-3 fuses exactly 3 target layers; got {ids}.")
         bad = [i for i in ids if not 0 <= i < L]
-        if bad: raise Eagle3Error(f"aux layer ids {bad} are out of range for a target with {L} layers (0..{L - 1}).")
+        if bad:
+            raise Eagle3Error(f"aux layer ids {bad} are out of range for a target with {L} layers (0..{L - 1}).")
         shape = target_shape(c)
-        return cls(**{**shape, "draft_vocab_size": draft_vocab_size or shape["vocab_size"]}, eagle_aux_hidden_state_layer_ids=ids,
-                   num_target_layers=L, ttt_length=ttt_length, target_digest=target_digest)
+        return cls(
+            **{**shape, "draft_vocab_size": draft_vocab_size or shape["vocab_size"]},
+            eagle_aux_hidden_state_layer_ids=ids,
+            num_target_layers=L,
+            ttt_length=ttt_length,
+            target_digest=target_digest,
+        )
 
-    def rotary(self): return rotary_embedding(self)
+    def rotary(self):
+        return rotary_embedding(self)
 
 # %% ../nbs/13_eagle3.ipynb #9a8633f0
 class Eagle3Attention(nn.Module):
     "Attention over 2D-wide inputs [norm(embedding); norm(hidden)] with Llama's projection names."
+
     def __init__(self, cfg: Eagle3Config):
         super().__init__()
         self.nh, self.nkv, self.hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
@@ -116,8 +140,10 @@ class Eagle3Attention(nn.Module):
         r = self.nh // self.nkv
         return q, k.repeat_interleave(r, 1), v.repeat_interleave(r, 1)
 
+
 class Eagle3Layer(nn.Module):
     "The midlayer: attention input [input_layernorm(emb); hidden_norm(h)], residual stream h, SwiGLU MLP."
+
     def __init__(self, cfg: Eagle3Config):
         super().__init__()
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
@@ -138,16 +164,21 @@ class Eagle3Layer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
     def forward(self, emb, hidden, cos, sin, past=None):
-        "S new positions after `past` = (k, v) (B, h, P, d) or None: the new hidden (B, S, H) and the keys/values (B, h, P+S, d)."
+        """S new positions after `past` = (k, v) (B, h, P, d) or None: the new hidden (B, S, H) and the keys/values (B,
+        h, P+S, d)."""
         q, k, v = self.qkv(emb, hidden, cos, sin)
-        if past is not None: k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
+        if past is not None:
+            k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
         S, P = q.shape[2], k.shape[2] - q.shape[2]
-        mask = None   # new query i sees every past key and the new keys up to itself
-        if S > 1: mask = torch.ones(S, P + S, dtype=torch.bool, device=q.device).tril(P)
+        mask = None  # new query i sees every past key and the new keys up to itself
+        if S > 1:
+            mask = torch.ones(S, P + S, dtype=torch.bool, device=q.device).tril(P)
         return self.out(hidden, F.scaled_dot_product_attention(q, k, v, attn_mask=mask)), (k, v)
+
 
 class Eagle3DraftModel(nn.Module):
     "EAGLE-3 drafter: fc over 3 target features, one midlayer, final norm, LM head over the draft vocabulary."
+
     def __init__(self, cfg: Eagle3Config):
         super().__init__()
         self.config = cfg
@@ -156,35 +187,57 @@ class Eagle3DraftModel(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
-        self.register_buffer("t2d", torch.ones(cfg.vocab_size, dtype=torch.bool) if cfg.draft_vocab_size == cfg.vocab_size
-                             else torch.zeros(cfg.vocab_size, dtype=torch.bool))
+        self.register_buffer(
+            "t2d",
+            torch.ones(cfg.vocab_size, dtype=torch.bool)
+            if cfg.draft_vocab_size == cfg.vocab_size
+            else torch.zeros(cfg.vocab_size, dtype=torch.bool),
+        )
         self.rotary = cfg.rotary()
         for m in self.modules():
-            if isinstance(m, nn.Linear): nn.init.normal_(m.weight, std=0.02)
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, std=0.02)
 
     def set_vocab(self, d2t, t2d):
         if len(d2t) != self.config.draft_vocab_size or len(t2d) != self.config.vocab_size or int(t2d.sum()) != len(d2t):
             raise Eagle3Error("d2t/t2d do not fit this drafter's vocabulary sizes.")
-        self.d2t.copy_(d2t); self.t2d.copy_(t2d)
+        self.d2t.copy_(d2t)
+        self.t2d.copy_(t2d)
 
     def draft_ids(self):
         "Target ids of the draft vocabulary, ascending."
         return torch.arange(self.config.draft_vocab_size, device=self.d2t.device) + self.d2t
 
     # training unrolls the layer's two halves around its own TTT attention; decoding calls `midlayer` itself
-    def layer_qkv(self, emb, hidden, cos, sin): return self.midlayer.qkv(emb, hidden, cos, sin)
-    def layer_out(self, hidden, attn): return self.midlayer.out(hidden, attn)
-    def features(self, aux): return self.fc(aux.to(self.fc.weight.dtype))
+    def layer_qkv(self, emb, hidden, cos, sin):
+        return self.midlayer.qkv(emb, hidden, cos, sin)
 
-    def logits(self, a): return self.lm_head(self.norm(a))
+    def layer_out(self, hidden, attn):
+        return self.midlayer.out(hidden, attn)
+
+    def features(self, aux):
+        return self.fc(aux.to(self.fc.weight.dtype))
+
+    def logits(self, a):
+        return self.lm_head(self.norm(a))
 
     def save_pretrained(self, directory, dtype=None):
         "config.json in the serving engines' EAGLE-3 layout + safetensors (no embedding)."
         c = asdict(self.config)
-        cfg = {"architectures": [ARCHITECTURE], "model_type": MODEL_TYPE, **c, "num_hidden_layers": 1,
-               "hidden_act": "silu", "rope_theta": c["rope_parameters"].get("rope_theta"), "tie_word_embeddings": False,
-               "eagle_config": {"eagle_aux_hidden_state_layer_ids": c["eagle_aux_hidden_state_layer_ids"], "use_aux_hidden_state": True},
-               "mdlm_kit": "eagle3"}
+        cfg = {
+            "architectures": [ARCHITECTURE],
+            "model_type": MODEL_TYPE,
+            **c,
+            "num_hidden_layers": 1,
+            "hidden_act": "silu",
+            "rope_theta": c["rope_parameters"].get("rope_theta"),
+            "tie_word_embeddings": False,
+            "eagle_config": {
+                "eagle_aux_hidden_state_layer_ids": c["eagle_aux_hidden_state_layer_ids"],
+                "use_aux_hidden_state": True,
+            },
+            "mdlm_kit": "eagle3",
+        }
         sd = {k: v for k, v in self.state_dict().items() if not k.startswith("rotary.")}
         return save_model_dir(directory, sd, cfg, dtype=dtype)
 
@@ -198,22 +251,37 @@ class Eagle3DraftModel(nn.Module):
         missing, unexpected = model.load_state_dict(tensors, strict=False)
         missing = [k for k in missing if not k.startswith("rotary.")]
         if missing or unexpected:
-            raise CheckpointError(f"{str(directory)!r} does not match its config.json (missing {missing[:3]}, unexpected {unexpected[:3]}).")
+            raise CheckpointError(
+                f"{str(directory)!r} does not match its config.json "
+                f"(missing {missing[:3]}, unexpected {unexpected[:3]})."
+            )
         return cast_weights(model, dtype).to(device)
 
 # %% ../nbs/13_eagle3.ipynb #ce9ff226
 def shift_left(x: torch.Tensor, n: int) -> torch.Tensor:
     "x[:, n:] padded with zeros to the same length (dim 1)."
-    if n == 0: return x
+    if n == 0:
+        return x
     pad = torch.zeros_like(x[:, :n])
     return torch.cat([x[:, n:], pad], 1)
 
-def eagle3_forward(draft: Eagle3DraftModel, tables, input_ids, loss_mask, aux_hidden, target_logits,
-                   ttt_length: int | None = None, decay: float = 0.8) -> dict:
+
+def eagle3_forward(
+    draft: Eagle3DraftModel,
+    tables,
+    input_ids,
+    loss_mask,
+    aux_hidden,
+    target_logits,
+    ttt_length: int | None = None,
+    decay: float = 0.8,
+) -> dict:
     "TTT loss numerator (sum over steps of 0.8^j x masked soft CE), denominator B*S, and per-step metrics."
     T = ttt_length or draft.config.ttt_length
     B, S = input_ids.shape
-    with torch.no_grad():   # the target side, once: its distribution over the draft vocabulary and whether its top-1 is in it
+    with (
+        torch.no_grad()
+    ):  # the target side, once: its distribution over the draft vocabulary and whether its top-1 is in it
         tl = target_logits.float()
         p_all = F.softmax(tl[..., draft.draft_ids()], -1)
         in_vocab_all = draft.t2d[tl.argmax(-1)].float()
@@ -224,32 +292,44 @@ def eagle3_forward(draft: Eagle3DraftModel, tables, input_ids, loss_mask, aux_hi
     lm = loss_mask.to(torch.float32)
     num = torch.zeros((), device=input_ids.device)
     correct, count, ce_sum = [], [], []
-    alive = torch.ones(B, S, device=input_ids.device)      # for the simulated chain acceptance
+    alive = torch.ones(B, S, device=input_ids.device)  # for the simulated chain acceptance
     tau = torch.ones(B, S, device=input_ids.device)
     for j in range(T):
-        tok = shift_left(input_ids, 1 + j)                   # x_{t+1+j}
-        p_d = shift_left(p_all, 1 + j)                       # the target's distribution over x_{t+2+j}
+        tok = shift_left(input_ids, 1 + j)  # x_{t+1+j}
+        p_d = shift_left(p_all, 1 + j)  # the target's distribution over x_{t+2+j}
         in_vocab = shift_left(in_vocab_all, 1 + j)
-        m = shift_left(lm, j)                                # the loss mask moves with the step
+        m = shift_left(lm, j)  # the loss mask moves with the step
         cos, sin = draft.rotary(hidden, (pos + j)[None].expand(B, S))
         q, k, v = draft.layer_qkv(draft_embed(tables, tok), hidden, cos, sin)
-        keys.append(k); values.append(v)
+        keys.append(k)
+        values.append(v)
         mask = ttt_attention_mask(S, j, device=input_ids.device)
         attn = F.scaled_dot_product_attention(q, torch.cat(keys, 2), torch.cat(values, 2), attn_mask=mask)
-        hidden = draft.layer_out(hidden, attn)               # fed back as the next step's hidden input (pre-norm)
+        hidden = draft.layer_out(hidden, attn)  # fed back as the next step's hidden input (pre-norm)
         logp = F.log_softmax(draft.logits(hidden).float(), -1)
         w = m * in_vocab
         ce = -(p_d * logp).sum(-1)
-        num = num + decay ** j * (ce * w).sum()
+        num = num + decay**j * (ce * w).sum()
         hit = (logp.argmax(-1) == p_d.argmax(-1)).float() * w
-        correct.append(hit.sum()); count.append(m.sum()); ce_sum.append((ce * w).sum().detach())
-        alive = alive * (hit + (1 - m)); tau = tau + alive * m
+        correct.append(hit.sum())
+        count.append(m.sum())
+        ce_sum.append((ce * w).sum().detach())
+        alive = alive * (hit + (1 - m))
+        tau = tau + alive * m
     valid = lm.bool()
-    return {"numerator": num, "denominator": torch.tensor(float(B * S), device=num.device),
-            "pos_correct": torch.stack(correct).detach(), "pos_count": torch.stack(count).detach(),
-            "pos_ce": torch.stack(ce_sum), "tau_sum": tau[valid].sum().detach(), "n_blocks": valid.sum().detach()}
+    return {
+        "numerator": num,
+        "denominator": torch.tensor(float(B * S), device=num.device),
+        "pos_correct": torch.stack(correct).detach(),
+        "pos_count": torch.stack(count).detach(),
+        "pos_ce": torch.stack(ce_sum),
+        "tau_sum": tau[valid].sum().detach(),
+        "n_blocks": valid.sum().detach(),
+    }
 
-def draft_embed(tables, ids): return tables.embed(ids)
+
+def draft_embed(tables, ids):
+    return tables.embed(ids)
 
 # %% ../nbs/13_eagle3.ipynb #1067698a
 @torch.no_grad()
@@ -260,21 +340,28 @@ def chain_step_reference(draft, tables, input_ids, aux_hidden, t: int, steps: in
     g = draft.fc(aux_hidden)
     cos, sin = draft.rotary(g, pos)
     _, k0, v0 = draft.layer_qkv(tables.embed(shift_left(input_ids, 1)), g, cos, sin)
-    k_cache, v_cache = [k0[:, :, :t + 1]], [v0[:, :, :t + 1]]
-    h = g[:, t:t + 1]; outs = []
+    k_cache, v_cache = [k0[:, :, : t + 1]], [v0[:, :, : t + 1]]
+    h = g[:, t : t + 1]
+    outs = []
     for j in range(steps):
-        tok = input_ids[:, t + 1 + j:t + 2 + j] if t + 1 + j < S else torch.zeros(1, 1, dtype=torch.long)
+        tok = input_ids[:, t + 1 + j : t + 2 + j] if t + 1 + j < S else torch.zeros(1, 1, dtype=torch.long)
         c, s = draft.rotary(h, torch.tensor([[t + j]]))
         q, k, v = draft.layer_qkv(tables.embed(tok), h, c, s)
-        if j > 0: k_cache.append(k); v_cache.append(v)
-        else: k_cache[0] = torch.cat([k0[:, :, :t], k], 2); v_cache[0] = torch.cat([v0[:, :, :t], v], 2)
+        if j > 0:
+            k_cache.append(k)
+            v_cache.append(v)
+        else:
+            k_cache[0] = torch.cat([k0[:, :, :t], k], 2)
+            v_cache[0] = torch.cat([v0[:, :, :t], v], 2)
         a = F.scaled_dot_product_attention(q, torch.cat(k_cache, 2), torch.cat(v_cache, 2))
-        h = draft.layer_out(h, a); outs.append(h[0, 0])
+        h = draft.layer_out(h, a)
+        outs.append(h[0, 0])
     return outs
 
 # %% ../nbs/13_eagle3.ipynb #c5ac4a4e
 class Eagle3ContextCache:
     "Step 0 over the committed positions: keys/values (1, h, n, d) and the layer output at the last position (1, 1, H)."
+
     def __init__(self, draft: Eagle3DraftModel, tables):
         self.draft, self.tables, self.kv, self.last, self.length = draft, tables, None, None, 0
 

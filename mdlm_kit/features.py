@@ -21,59 +21,99 @@ __all__ = ['FEATURES_FORMAT', 'FeaturesError', 'save_hidden_states', 'HiddenStat
 FEATURES_FORMAT = "mdlm_kit.hidden_states.v1"
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
+
 class FeaturesError(KitError, ValueError):
     "Saved features that do not fit the request; the message names the fix."
 
+
 def _pad(samples, pad_id: int):
     S = max(len(s["input_ids"]) for s in samples)
-    ids = torch.full((len(samples), S), pad_id, dtype=torch.long); att = torch.zeros(len(samples), S, dtype=torch.long)
+    ids = torch.full((len(samples), S), pad_id, dtype=torch.long)
+    att = torch.zeros(len(samples), S, dtype=torch.long)
     for i, s in enumerate(samples):
-        n = len(s["input_ids"]); ids[i, :n] = s["input_ids"]; att[i, :n] = 1
+        n = len(s["input_ids"])
+        ids[i, :n] = s["input_ids"]
+        att[i, :n] = 1
     return ids, att
 
-def save_hidden_states(target, samples: list[dict], layer_ids, output_dir, dtype: str = "bf16", shard_size: int = 64,
-                       batch_size: int = 4, data_key: str = "", progress: bool = True) -> dict:
+
+def save_hidden_states(
+    target,
+    samples: list[dict],
+    layer_ids,
+    output_dir,
+    dtype: str = "bf16",
+    shard_size: int = 64,
+    batch_size: int = 4,
+    data_key: str = "",
+    progress: bool = True,
+) -> dict:
     "Write target features of `samples` (dicts with input_ids, loss_mask) into shards + index.json; resumable."
     from tqdm.auto import tqdm
-    if dtype not in _DTYPES: raise FeaturesError(f"--dtype must be one of {sorted(_DTYPES)}, not {dtype!r}.")
+
+    if dtype not in _DTYPES:
+        raise FeaturesError(f"--dtype must be one of {sorted(_DTYPES)}, not {dtype!r}.")
     layer_ids = target.check_layer_ids(layer_ids)
-    out = Path(output_dir); out.mkdir(parents=True, exist_ok=True)
-    head = {"format": FEATURES_FORMAT, "target": target.name, "target_digest": target.digest(), "layer_ids": layer_ids,
-            "num_target_layers": target.num_layers, "hidden_size": target.hidden_size, "dtype": dtype,
-            "n_samples": len(samples), "shard_size": shard_size, "data_key": data_key}
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    head = {
+        "format": FEATURES_FORMAT,
+        "target": target.name,
+        "target_digest": target.digest(),
+        "layer_ids": layer_ids,
+        "num_target_layers": target.num_layers,
+        "hidden_size": target.hidden_size,
+        "dtype": dtype,
+        "n_samples": len(samples),
+        "shard_size": shard_size,
+        "data_key": data_key,
+    }
     ip = out / "index.json"
     index = json.loads(ip.read_text()) if ip.is_file() else {**head, "shards": [], "complete": False}
     differs = [k for k in head if index.get(k) != head[k]]
     if differs:
-        raise FeaturesError(f"{str(out)!r} already holds features made with other settings ({', '.join(differs)}); "
-                            "choose another --output directory or delete it.")
-    pad = target.tokenizer.pad_token_id if target.tokenizer is not None and target.tokenizer.pad_token_id is not None else 0
+        raise FeaturesError(
+            f"{str(out)!r} already holds features made with other settings ({', '.join(differs)}); "
+            "choose another --output directory or delete it."
+        )
+    pad = (
+        target.tokenizer.pad_token_id
+        if target.tokenizer is not None and target.tokenizer.pad_token_id is not None
+        else 0
+    )
     n_shards = -(-len(samples) // shard_size)
     bar = tqdm(total=len(samples), initial=sum(s["n"] for s in index["shards"]), disable=not progress, desc="features")
     for j in range(len(index["shards"]), n_shards):
-        chunk = samples[j * shard_size:(j + 1) * shard_size]; tensors = {}
+        chunk = samples[j * shard_size : (j + 1) * shard_size]
+        tensors = {}
         for i in range(0, len(chunk), batch_size):
-            part = chunk[i:i + batch_size]
+            part = chunk[i : i + batch_size]
             ids, att = _pad(part, pad)
-            hs = target(ids.to(target.device), att.to(target.device), layer_ids=layer_ids, return_logits=False).hidden_states
+            hs = target(
+                ids.to(target.device), att.to(target.device), layer_ids=layer_ids, return_logits=False
+            ).hidden_states
             for r, s in enumerate(part):
                 n, k = len(s["input_ids"]), f"{j * shard_size + i + r}"
-                tensors[f"{k}.input_ids"] = s["input_ids"].clone(); tensors[f"{k}.loss_mask"] = s["loss_mask"].clone()
+                tensors[f"{k}.input_ids"] = s["input_ids"].clone()
+                tensors[f"{k}.loss_mask"] = s["loss_mask"].clone()
                 tensors[f"{k}.hidden_states"] = hs[r, :n].to(_DTYPES[dtype]).cpu().contiguous()
             bar.update(len(part))
         name = f"shard_{j:05d}.safetensors"
         atomic_write(out / name, lambda p: save_file(tensors, str(p)))
         index["shards"].append({"file": name, "n": len(chunk), "first": j * shard_size})
         index["complete"] = len(index["shards"]) == n_shards
-        atomic_write_text(ip, json.dumps(index, indent=1))   # the index moves only after its shard is on disk
+        atomic_write_text(ip, json.dumps(index, indent=1))  # the index moves only after its shard is on disk
     bar.close()
     if not index["complete"]:
-        index["complete"] = True; atomic_write_text(ip, json.dumps(index, indent=1))
+        index["complete"] = True
+        atomic_write_text(ip, json.dumps(index, indent=1))
     return index
 
 # %% ../nbs/14_features.ipynb #12cb0542
 class HiddenStates:
-    "Saved target features: `ds[i]` is `{'input_ids', 'loss_mask', 'hidden_states'}` (hidden states in their saved dtype)."
+    """Saved target features: `ds[i]` is `{'input_ids', 'loss_mask', 'hidden_states'}` (hidden states in their saved
+    dtype)."""
+
     def __init__(self, directory):
         self.dir = Path(directory)
         ip = self.dir / "index.json"
@@ -83,27 +123,38 @@ class HiddenStates:
         if self.index.get("format") != FEATURES_FORMAT:
             raise FeaturesError(f"{str(self.dir)!r} is not a {FEATURES_FORMAT} directory.")
         if not self.index.get("complete"):
-            raise FeaturesError(f"features in {str(self.dir)!r} are incomplete (an interrupted run); rerun the same "
-                                "`mdlm-kit hidden-states` command to finish them.")
+            raise FeaturesError(
+                f"features in {str(self.dir)!r} are incomplete (an interrupted run); rerun the same "
+                "`mdlm-kit hidden-states` command to finish them."
+            )
         self._cache = (None, None)
 
-    def __len__(self): return self.index["n_samples"]
+    def __len__(self):
+        return self.index["n_samples"]
+
     @property
-    def layer_ids(self): return list(self.index["layer_ids"])
+    def layer_ids(self):
+        return list(self.index["layer_ids"])
 
     def check(self, layer_ids=None, target_digest: str | None = None):
         if layer_ids is not None and list(layer_ids) != self.layer_ids:
-            raise FeaturesError(f"features in {str(self.dir)!r} hold target layers {self.layer_ids}, but the drafter needs "
-                                f"{list(layer_ids)}; recompute them with --layers {','.join(map(str, layer_ids))} (or train with "
-                                f"--target-layer-ids {','.join(map(str, self.layer_ids))}).")
+            raise FeaturesError(
+                f"features in {str(self.dir)!r} hold target layers {self.layer_ids}, but the drafter needs "
+                f"{list(layer_ids)}; recompute them with --layers {','.join(map(str, layer_ids))} (or train with "
+                f"--target-layer-ids {','.join(map(str, self.layer_ids))})."
+            )
         if target_digest is not None and not digests_match(self.index["target_digest"], target_digest):
-            raise FeaturesError(f"features in {str(self.dir)!r} were made by another target ({self.index['target']!r}: "
-                                "other architecture or other weights); recompute them with this target.")
+            raise FeaturesError(
+                f"features in {str(self.dir)!r} were made by another target ({self.index['target']!r}: "
+                "other architecture or other weights); recompute them with this target."
+            )
         return self
 
     def __getitem__(self, i: int) -> dict:
-        if not 0 <= i < len(self): raise IndexError(i)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
         shard = self.index["shards"][i // self.index["shard_size"]]
-        if self._cache[0] != shard["file"]: self._cache = (shard["file"], load_file(str(self.dir / shard["file"])))
+        if self._cache[0] != shard["file"]:
+            self._cache = (shard["file"], load_file(str(self.dir / shard["file"])))
         t = self._cache[1]
         return {k: t[f"{i}.{k}"] for k in ("input_ids", "loss_mask", "hidden_states")}

@@ -17,11 +17,16 @@ __all__ = ['RMSNorm', 'rope_tables', 'apply_rope', 'SwiGLU', 'GatedMLP', 'make_o
 # %% ../nbs/02a_layers.ipynb #6e78ba4e
 class RMSNorm(nn.Module):
     "Root-mean-square norm (computed in fp32 for stability under autocast)."
+
     def __init__(self, dim: int, eps: float = 1e-5):
-        super().__init__(); self.eps = eps; self.weight = nn.Parameter(torch.ones(dim))
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
     def forward(self, x):
         xf = x.float()
         return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) * self.weight
+
 
 def rope_tables(seq_len: int, head_dim: int, theta: float = 10000.0, device=None):
     "cos/sin tables of shape (seq_len, head_dim) for the rotate-half convention."
@@ -29,6 +34,7 @@ def rope_tables(seq_len: int, head_dim: int, theta: float = 10000.0, device=None
     ang = torch.outer(torch.arange(seq_len, device=device, dtype=torch.float32), inv)
     ang = torch.cat([ang, ang], dim=-1)
     return ang.cos(), ang.sin()
+
 
 def apply_rope(x, cos, sin):
     "Rotate `x` of shape (..., T, head_dim) by the tables for its T positions."
@@ -38,22 +44,28 @@ def apply_rope(x, cos, sin):
 # %% ../nbs/02a_layers.ipynb #fd4dcf88
 class SwiGLU(nn.Module):
     "The gated MLP of PaLM/Llama: W2(silu(W1 x) * W3 x)."
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.w1 = nn.Linear(cfg.d_model, cfg.ffn_dim, bias=False)
         self.w3 = nn.Linear(cfg.d_model, cfg.ffn_dim, bias=False)
         self.w2 = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=False)
-    def forward(self, x): return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
 # %% ../nbs/02a_layers.ipynb #0fcbcd7f
 class GatedMLP(nn.Module):
     "SwiGLU with transformers' names: down_proj(silu(gate_proj x) * up_proj x)."
+
     def __init__(self, dim: int, hidden: int):
         super().__init__()
         self.gate_proj = nn.Linear(dim, hidden, bias=False)
         self.up_proj = nn.Linear(dim, hidden, bias=False)
         self.down_proj = nn.Linear(hidden, dim, bias=False)
-    def forward(self, x): return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 # %% ../nbs/02a_layers.ipynb #e7977205
 def make_optimizer(model: torch.nn.Module, tc, device: torch.device):
@@ -63,10 +75,13 @@ def make_optimizer(model: torch.nn.Module, tc, device: torch.device):
     groups = [{"params": decay, "weight_decay": tc.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     kw = dict(lr=tc.learning_rate, betas=(tc.beta1, tc.beta2), eps=tc.adam_eps)
     if tc.optimizer == "adamw_8bit":
-        try: import bitsandbytes as bnb
+        try:
+            import bitsandbytes as bnb
         except ImportError:
-            raise ConfigError("config key 'training.optimizer': adamw_8bit needs bitsandbytes "
-                              "(pip install bitsandbytes, CUDA only); use 'adamw' otherwise.") from None
+            raise ConfigError(
+                "config key 'training.optimizer': adamw_8bit needs bitsandbytes "
+                "(pip install bitsandbytes, CUDA only); use 'adamw' otherwise."
+            ) from None
         mng = bnb.optim.GlobalOptimManager.get_instance()
         for emb in (m for m in model.modules() if isinstance(m, torch.nn.Embedding)):
             mng.register_module_override(emb, "weight", {"optim_bits": 32})

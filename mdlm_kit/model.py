@@ -22,6 +22,7 @@ __all__ = ['MODEL_TYPE', 'Attention', 'LocalMix', 'Block', 'DiffusionTransformer
 # %% ../nbs/05_model.ipynb #2f99beb6
 class Attention(nn.Module):
     "Multi-head self-attention through `scaled_dot_product_attention` (fused kernels on CUDA)."
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_head, self.head_dim, self.dropout = cfg.n_head, cfg.d_model // cfg.n_head, cfg.dropout
@@ -31,32 +32,45 @@ class Attention(nn.Module):
         # effect is invisible while attention logits are near zero at init; normed q/k make it count from step 0
         self.q_norm = RMSNorm(self.head_dim, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
         self.k_norm = RMSNorm(self.head_dim, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
+
     def forward(self, x, cos, sin, attn_mask=None, causal=False):
         B, T, C = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k = apply_rope(self.q_norm(q), cos, sin), apply_rope(self.k_norm(k), cos, sin)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=causal and attn_mask is None,
-                                           dropout_p=self.dropout if self.training else 0.0)
+        y = F.scaled_dot_product_attention(
+            q,
+            k,
+            v,
+            attn_mask=attn_mask,
+            is_causal=causal and attn_mask is None,
+            dropout_p=self.dropout if self.training else 0.0,
+        )
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
+
 class LocalMix(nn.Module):
-    "Adds to each position a learned per-channel mix of its `radius` neighbours on each side (earlier ones only if causal)."
+    """Adds to each position a learned per-channel mix of its `radius` neighbours on each side (earlier ones only if
+    causal)."""
+
     def __init__(self, dim: int, radius: int, neighbours: float = 0.0):
         super().__init__()
         self.radius = radius
-        self.weight = nn.Parameter(torch.zeros(dim, 1, 2 * radius + 1))   # zero: the block starts as a plain one
-        with torch.no_grad():   # or start by adding the neighbours themselves (the centre is the residual's)
+        self.weight = nn.Parameter(torch.zeros(dim, 1, 2 * radius + 1))  # zero: the block starts as a plain one
+        with torch.no_grad():  # or start by adding the neighbours themselves (the centre is the residual's)
             self.weight.fill_(neighbours)
             self.weight[:, :, radius] = 0.0
-    def forward(self, x, causal=False):                                   # x (B, T, C)
+
+    def forward(self, x, causal=False):  # x (B, T, C)
         w = self.weight
-        if causal:   # taps for offsets +1..+radius (later tokens) are cut, so an AR model cannot see ahead
+        if causal:  # taps for offsets +1..+radius (later tokens) are cut, so an AR model cannot see ahead
             w = w * (torch.arange(2 * self.radius + 1, device=w.device) <= self.radius).to(w.dtype)
-        y = F.conv1d(x.transpose(1, 2), w, padding=self.radius, groups=x.shape[-1])   # (B, C, T)
+        y = F.conv1d(x.transpose(1, 2), w, padding=self.radius, groups=x.shape[-1])  # (B, C, T)
         return x + y.transpose(1, 2)
+
 
 class Block(nn.Module):
     "Pre-norm transformer block; with `local_mixing`, attention and MLP inputs first mix in their neighbours."
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.norm1, self.attn = RMSNorm(cfg.d_model, cfg.norm_eps), Attention(cfg)
@@ -65,19 +79,24 @@ class Block(nn.Module):
         self.mix1 = LocalMix(cfg.d_model, r) if r else None
         self.mix2 = LocalMix(cfg.d_model, r) if r else None
         self.drop = nn.Dropout(cfg.dropout)
+
     def forward(self, x, cos, sin, attn_mask=None, causal=False):
         h = self.norm1(x)
-        if self.mix1 is not None: h = self.mix1(h, causal)
+        if self.mix1 is not None:
+            h = self.mix1(h, causal)
         x = x + self.drop(self.attn(h, cos, sin, attn_mask, causal))
         h = self.norm2(x)
-        if self.mix2 is not None: h = self.mix2(h, causal)
+        if self.mix2 is not None:
+            h = self.mix2(h, causal)
         return x + self.drop(self.mlp(h))
 
 # %% ../nbs/05_model.ipynb #60a88460
 MODEL_TYPE = "mdlm_kit_diffusion"
 
+
 class DiffusionTransformer(nn.Module):
     "Bidirectional transformer denoiser; logits at the selected positions only."
+
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         if cfg.vocab_size <= 1 or cfg.mask_token_id < 0:
@@ -96,19 +115,22 @@ class DiffusionTransformer(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.apply(self._init)
-        for name, p in self.named_parameters():   # GPT-2: scale residual projections by depth
+        for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
             if name.endswith("attn.proj.weight") or name.endswith("mlp.w2.weight"):
                 nn.init.normal_(p, std=cfg.init_std / math.sqrt(2 * cfg.n_layer))
 
     def _init(self, m):
-        if isinstance(m, (nn.Linear, nn.Embedding)): nn.init.normal_(m.weight, std=self.config.init_std)
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=self.config.init_std)
 
-    def num_params(self) -> int: return sum(p.numel() for p in self.parameters())
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
 
     @torch.no_grad()
     def init_head_bias(self, counts: torch.Tensor):
         "Start the output bias at the log-frequency of each token (`counts` (V,), add-one smoothed)."
-        if self.head_bias is None: return
+        if self.head_bias is None:
+            return
         logp = torch.log((counts.float() + 1) / (counts.sum() + len(counts)))
         self.head_bias.copy_(logp - logp.mean())
 
@@ -119,18 +141,21 @@ class DiffusionTransformer(nn.Module):
             raise ConfigError(f"sequence of {T} tokens exceeds model.max_seq_len={self.config.max_seq_len}.")
         cos, sin = self.rope_cos[:T], self.rope_sin[:T]
         x = self.embed(input_ids)
-        if self.embed_mix is not None: x = self.embed_mix(x, causal)
+        if self.embed_mix is not None:
+            x = self.embed_mix(x, causal)
         x = self.drop(x)
         for blk in self.blocks:
             if self.config.activation_checkpointing and self.training and torch.is_grad_enabled():
                 x = checkpoint(blk, x, cos, sin, attn_mask, causal, use_reentrant=False)
-            else: x = blk(x, cos, sin, attn_mask, causal)
+            else:
+                x = blk(x, cos, sin, attn_mask, causal)
         return self.norm(x)
 
     def forward(self, input_ids, predict_mask=None, attn_mask=None, causal=False):
         "Logits (B, T, V), or (N, V) at the N positions where `predict_mask` (B, T) is True, row-major."
         h = self.hidden_states(input_ids, attn_mask, causal)
-        if predict_mask is not None: h = h[predict_mask]
+        if predict_mask is not None:
+            h = h[predict_mask]
         w = self.embed.weight if self.lm_head is None else self.lm_head.weight
         logits = F.linear(h, w, self.head_bias)
         # SUBS: the denoiser never predicts [MASK]
@@ -139,27 +164,41 @@ class DiffusionTransformer(nn.Module):
 # %% ../nbs/05_model.ipynb #5fb13d53
 def _model_save_pretrained(self, directory, tokenizer=None, dtype=torch.bfloat16, extra_config: dict | None = None):
     "Save weights (safetensors), config.json and optionally the tokenizer into `directory`, atomically."
-    config = {"model_type": MODEL_TYPE, "architectures": ["DiffusionTransformer"], **to_dict(self.config), **(extra_config or {})}
+    config = {
+        "model_type": MODEL_TYPE,
+        "architectures": ["DiffusionTransformer"],
+        **to_dict(self.config),
+        **(extra_config or {}),
+    }
     if tokenizer is not None:
         from mdlm_kit.tokenizer import tokenizer_sha256
+
         config["tokenizer_sha256"] = tokenizer_sha256(tokenizer)
     sd = {k: v for k, v in self.state_dict().items()}
-    return save_model_dir(directory, sd, config, extra=(lambda d: tokenizer.save_pretrained(str(d))) if tokenizer else None, dtype=dtype)
+    return save_model_dir(
+        directory, sd, config, extra=(lambda d: tokenizer.save_pretrained(str(d))) if tokenizer else None, dtype=dtype
+    )
+
 
 def _model_from_pretrained(cls, directory, device="cpu", dtype=torch.float32):
     "Load a directory written by `save_pretrained` (no unpickling: safetensors + JSON)."
     tensors, config = load_model_dir(directory)
     if config.get("model_type") != MODEL_TYPE:
-        raise CheckpointError(f"{str(directory)!r} holds a {config.get('model_type')!r} model, not an mdlm_kit diffusion model.")
+        raise CheckpointError(
+            f"{str(directory)!r} holds a {config.get('model_type')!r} model, not an mdlm_kit diffusion model."
+        )
     known = {k: v for k, v in config.items() if k in ModelConfig.__dataclass_fields__}
-    known.setdefault("head_bias", False)   # written before the model had an output bias
-    known.setdefault("local_mixing", 0)    # ... or local mixing
+    known.setdefault("head_bias", False)  # written before the model had an output bias
+    known.setdefault("local_mixing", 0)  # ... or local mixing
     model = cls(_fill(ModelConfig(), known, "model."))
     missing, unexpected = model.load_state_dict({k: v.to(dtype) for k, v in tensors.items()}, strict=False)
     if missing or unexpected:
-        raise CheckpointError(f"{str(directory)!r} does not match its config.json (missing {missing[:3]}, unexpected {unexpected[:3]}).")
+        raise CheckpointError(
+            f"{str(directory)!r} does not match its config.json (missing {missing[:3]}, unexpected {unexpected[:3]})."
+        )
     model.extra_config = {k: v for k, v in config.items() if k not in known}
     return model.to(device=device).eval()
+
 
 DiffusionTransformer.save_pretrained = _model_save_pretrained
 DiffusionTransformer.from_pretrained = classmethod(_model_from_pretrained)

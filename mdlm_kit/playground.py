@@ -10,13 +10,20 @@ import json, os, queue, threading, time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
-os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")   # before gradio is imported anywhere: no phoning home
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is imported anywhere: no phoning home
 import torch
 from matplotlib.figure import Figure
 from .device import KitError
 from .sampling import SAMPLERS, decode, diffusion_steps, load_inference, objective_of
-from .speculative import (DecodeResult, SamplingParams, speculative_decode,
-                                  plain_decode, summarize_runs, default_draft_tokens)
+from mdlm_kit.speculative import (
+    DecodeResult,
+    SamplingParams,
+    speculative_decode,
+    plain_decode,
+    summarize_runs,
+    default_draft_tokens,
+)
 
 # %% auto #0
 __all__ = ['DIFFUSION_COLORS', 'SPEC_COLORS', 'NO_CHECKPOINT', 'PlaygroundError', 'Limits', 'check_range', 'check_prompt',
@@ -27,25 +34,33 @@ __all__ = ['DIFFUSION_COLORS', 'SPEC_COLORS', 'NO_CHECKPOINT', 'PlaygroundError'
 class PlaygroundError(KitError, ValueError):
     "A bad value in a playground field; the message says which and what is allowed."
 
+
 @dataclass
 class Limits:
     "Upper bounds on what one request may ask for."
+
     max_length: int = 256
     max_steps: int = 1024
     max_prompt_chars: int = 2000
     max_new_tokens: int = 256
     max_draft_tokens: int = 16
     max_temperature: float = 2.0
-    max_queue: int = 8            # requests waiting for the model; more are turned away
-    max_models: int = 2           # diffusion checkpoints kept loaded (least recently used goes first)
+    max_queue: int = 8  # requests waiting for the model; more are turned away
+    max_models: int = 2  # diffusion checkpoints kept loaded (least recently used goes first)
+
 
 def check_range(name: str, value, lo, hi, kind=int):
     "`value` as `kind` if lo <= value <= hi, else a PlaygroundError naming the field and the range."
-    try: v = kind(value)
-    except (TypeError, ValueError, OverflowError): raise PlaygroundError(f"{name} must be a number between {lo} and {hi}, not {value!r}.") from None
-    if kind is int and float(value) != v: raise PlaygroundError(f"{name} must be a whole number, not {value!r}.")
-    if not lo <= v <= hi: raise PlaygroundError(f"{name} must be between {lo} and {hi}, not {value!r}.")
+    try:
+        v = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        raise PlaygroundError(f"{name} must be a number between {lo} and {hi}, not {value!r}.") from None
+    if kind is int and float(value) != v:
+        raise PlaygroundError(f"{name} must be a whole number, not {value!r}.")
+    if not lo <= v <= hi:
+        raise PlaygroundError(f"{name} must be between {lo} and {hi}, not {value!r}.")
     return v
+
 
 def check_prompt(prompt, limits: Limits) -> str:
     prompt = "" if prompt is None else str(prompt)
@@ -53,61 +68,100 @@ def check_prompt(prompt, limits: Limits) -> str:
         raise PlaygroundError(f"the prompt has {len(prompt)} characters; the limit is {limits.max_prompt_chars}.")
     return prompt
 
+
 def allowed_checkpoint(path, roots) -> Path:
     "The resolved inference directory `path`, if it lies under one of `roots`; else a PlaygroundError."
-    if not path or not str(path).strip(): raise PlaygroundError("no checkpoint given: enter the path of an inference directory.")
+    if not path or not str(path).strip():
+        raise PlaygroundError("no checkpoint given: enter the path of an inference directory.")
     real = Path(str(path).strip()).expanduser().resolve()
     bases = [Path(r).expanduser().resolve() for r in roots]
     if not any(real == b or b in real.parents for b in bases):
-        raise PlaygroundError(f"{str(path)!r} is outside the directories this playground serves "
-                              f"({', '.join(map(str, bases)) or 'none'}); restart it with --allow-dir to add one.")
+        raise PlaygroundError(
+            f"{str(path)!r} is outside the directories this playground serves "
+            f"({', '.join(map(str, bases)) or 'none'}); restart it with --allow-dir to add one."
+        )
     if not (real / "config.json").is_file() or not (real / "model.safetensors").is_file():
-        raise PlaygroundError(f"{str(path)!r} is not an inference directory (config.json + model.safetensors); "
-                              "point at a run's inference/ folder.")
+        raise PlaygroundError(
+            f"{str(path)!r} is not an inference directory (config.json + model.safetensors); "
+            "point at a run's inference/ folder."
+        )
     return real
 
 # %% ../nbs/20_playground.ipynb #da721886
 DIFFUSION_COLORS = {"prompt": "#d9d9d9", "masked": "#eeeeee", "new": "#ff9f43", "revealed": "#9ecbff"}
 SPEC_COLORS = {"accepted (cycle A)": "#7bd389", "accepted (cycle B)": "#b8ecc0", "target": "#ff9f43"}
 
+
 @dataclass
 class Frame:
     "One state of the canvas: `pieces` for HighlightedText, how many tokens this step revealed, how many are left."
+
     step: int
     pieces: list
     n_new: int
     n_masked: int
     text: str
 
+
 def _piece(tok, i: int) -> str:
-    if i == tok.mask_token_id: return " ░"
-    if i == tok.eos_token_id: return " ⏎ "
+    if i == tok.mask_token_id:
+        return " ░"
+    if i == tok.eos_token_id:
+        return " ⏎ "
     return tok.decode([i])
 
-def denoise_frames(model, tok, prompt: str = "", length: int = 32, steps: int = 16, sampler: str = "confidence",
-                   block_length: int = 8, temperature: float = 1.0, seed: int = 0, limits: Limits = Limits()) -> Iterator[Frame]:
+
+def denoise_frames(
+    model,
+    tok,
+    prompt: str = "",
+    length: int = 32,
+    steps: int = 16,
+    sampler: str = "confidence",
+    block_length: int = 8,
+    temperature: float = 1.0,
+    seed: int = 0,
+    limits: Limits = Limits(),
+) -> Iterator[Frame]:
     "Validate the fields, then yield a Frame for the initial canvas and after every unmasking step."
     prompt = check_prompt(prompt, limits)
     length = check_range("length", length, 1, limits.max_length)
     steps = check_range("steps", steps, 1, limits.max_steps)
     temperature = check_range("temperature", temperature, 0.0, limits.max_temperature, float)
     seed = check_range("seed", seed, 0, 2**31 - 1)
-    if sampler not in SAMPLERS: raise PlaygroundError(f"sampler must be one of {', '.join(SAMPLERS)}, not {sampler!r}.")
+    if sampler not in SAMPLERS:
+        raise PlaygroundError(f"sampler must be one of {', '.join(SAMPLERS)}, not {sampler!r}.")
     if sampler == "blocks":
         block_length = check_range("block length", block_length, 1, length)
-        if length % block_length: raise PlaygroundError(f"length ({length}) must be a multiple of the block length ({block_length}).")
+        if length % block_length:
+            raise PlaygroundError(f"length ({length}) must be a multiple of the block length ({block_length}).")
         n_blocks = length // block_length
-        steps = max(n_blocks, min(steps, length) // n_blocks * n_blocks)   # whole steps per block
+        steps = max(n_blocks, min(steps, length) // n_blocks * n_blocks)  # whole steps per block
     ids = tok(prompt, add_special_tokens=False)["input_ids"] if prompt else []
     if len(ids) + length > model.config.max_seq_len:
-        raise PlaygroundError(f"prompt ({len(ids)} tokens) + length ({length}) exceeds the model's context of "
-                              f"{model.config.max_seq_len} tokens; shorten one of them.")
+        raise PlaygroundError(
+            f"prompt ({len(ids)} tokens) + length ({length}) exceeds the model's context of "
+            f"{model.config.max_seq_len} tokens; shorten one of them."
+        )
     P = len(ids)
-    for s in diffusion_steps(model, ids, length, steps, sampler, block_length=block_length if sampler == "blocks" else None,
-                             temperature=temperature, seed=seed):
+    for s in diffusion_steps(
+        model,
+        ids,
+        length,
+        steps,
+        sampler,
+        block_length=block_length if sampler == "blocks" else None,
+        temperature=temperature,
+        seed=seed,
+    ):
         row, new = s.tokens[0].tolist(), s.changed[0].tolist()
-        pieces = [(_piece(tok, t), "prompt" if j < P else "masked" if t == tok.mask_token_id else "new" if new[j] else "revealed")
-                  for j, t in enumerate(row)]
+        pieces = [
+            (
+                _piece(tok, t),
+                "prompt" if j < P else "masked" if t == tok.mask_token_id else "new" if new[j] else "revealed",
+            )
+            for j, t in enumerate(row)
+        ]
         yield Frame(s.step, pieces, int(sum(new)), s.n_masked, decode(tok, row))
 
 # %% ../nbs/20_playground.ipynb #525913fd
@@ -117,11 +171,15 @@ def demo_checkpoint(directory, vocab_size: int = 400, seed: int = 0) -> Path:
     from mdlm_kit.config import ModelConfig
     from mdlm_kit.model import DiffusionTransformer
     from mdlm_kit.tokenizer import train_tokenizer
+
     topics = pydoc_data.topics.topics
     tok = train_tokenizer([topics[k] for k in sorted(topics)[:10]], vocab_size=vocab_size)
     torch.manual_seed(seed)
-    m = DiffusionTransformer(ModelConfig(vocab_size=len(tok), n_layer=1, n_head=2, d_model=32, max_seq_len=128,
-                                         mask_token_id=tok.mask_token_id))
+    m = DiffusionTransformer(
+        ModelConfig(
+            vocab_size=len(tok), n_layer=1, n_head=2, d_model=32, max_seq_len=128, mask_token_id=tok.mask_token_id
+        )
+    )
     m.save_pretrained(directory, tokenizer=tok, dtype=torch.float32)
     return Path(directory)
 
@@ -129,10 +187,12 @@ def demo_checkpoint(directory, vocab_size: int = 400, seed: int = 0) -> Path:
 @dataclass
 class SpecFrame:
     "The output so far coloured by cycle, and the live statistics."
+
     pieces: list
     stats: dict
     done: bool = False
     text: str = ""
+
 
 def _spec_pieces(tok, res: DecodeResult, limit: int) -> list:
     toks = res.tokens
@@ -141,114 +201,168 @@ def _spec_pieces(tok, res: DecodeResult, limit: int) -> list:
     for c, (n, a) in enumerate(zip(res.cycles, res.accepted)):
         shade = "accepted (cycle A)" if c % 2 == 0 else "accepted (cycle B)"
         for j in range(n):
-            if i >= min(len(toks), limit): return out
-            out.append((tok.decode([toks[i]]), shade if j < a else "target")); i += 1
+            if i >= min(len(toks), limit):
+                return out
+            out.append((tok.decode([toks[i]]), shade if j < a else "target"))
+            i += 1
     return out
+
 
 def _spec_stats(res: DecodeResult, elapsed: float, base: DecodeResult | None = None, greedy: bool = False) -> dict:
     "The evaluator's metrics (`summarize_runs`) of the run so far, `elapsed` seconds in."
     snap = DecodeResult(res.tokens, res.cycles, res.accepted, res.proposed, total_time=elapsed)
     return summarize_runs([snap], None if base is None else [base], [base] if base and greedy else None)
 
+
 class _Cancelled(Exception):
     "Raised inside a decode whose request has ended."
 
-def speculative_frames(target, draft, prompt: str, max_new_tokens: int = 64, num_draft_tokens: int | None = None, temperature: float = 0.0,
-                       seed: int = 0, tree_nodes: int = 0, compare: bool = True, limits: Limits = Limits()) -> Iterator[SpecFrame]:
+
+def speculative_frames(
+    target,
+    draft,
+    prompt: str,
+    max_new_tokens: int = 64,
+    num_draft_tokens: int | None = None,
+    temperature: float = 0.0,
+    seed: int = 0,
+    tree_nodes: int = 0,
+    compare: bool = True,
+    limits: Limits = Limits(),
+) -> Iterator[SpecFrame]:
     "Validate the fields, then yield a SpecFrame after every speculative cycle and a final one with the comparison."
     prompt = check_prompt(prompt, limits)
-    if not prompt.strip(): raise PlaygroundError("the prompt is empty: type a question for the target.")
+    if not prompt.strip():
+        raise PlaygroundError("the prompt is empty: type a question for the target.")
     max_new = check_range("max new tokens", max_new_tokens, 1, limits.max_new_tokens)
-    k = check_range("draft tokens", default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens, 1,
-                    limits.max_draft_tokens)
+    k = check_range(
+        "draft tokens",
+        default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens,
+        1,
+        limits.max_draft_tokens,
+    )
     temperature = check_range("temperature", temperature, 0.0, limits.max_temperature, float)
     seed = check_range("seed", seed, 0, 2**31 - 1)
     tok, tables = target.tokenizer, target.embeddings_and_head()
-    ids = tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=True, add_generation_prompt=True,
-                                  return_dict=True)["input_ids"]
+    ids = tok.apply_chat_template(
+        [{"role": "user", "content": prompt}], tokenize=True, add_generation_prompt=True, return_dict=True
+    )["input_ids"]
     sp, eos = SamplingParams(temperature), tok.eos_token_id
     q: queue.Queue = queue.Queue()
     t0 = time.perf_counter()
-    stop = threading.Event()                 # set when the request ends early (a cancel, a closed page)
+    stop = threading.Event()  # set when the request ends early (a cancel, a closed page)
+
     def on_cycle(res):
-        if stop.is_set(): raise _Cancelled()
-        q.put(("cycle", DecodeResult(list(res.tokens), list(res.cycles), list(res.accepted), list(res.proposed)),
-               time.perf_counter() - t0))
+        if stop.is_set():
+            raise _Cancelled()
+        q.put(
+            (
+                "cycle",
+                DecodeResult(list(res.tokens), list(res.cycles), list(res.accepted), list(res.proposed)),
+                time.perf_counter() - t0,
+            )
+        )
+
     def work():
         try:
             # the same decoder `mdlm-kit speculate` and the benchmarks run (a tree's depth is the draft tokens)
             r = speculative_decode(target, draft, tables, ids, max_new, sp, seed, eos, k, tree_nodes, on_cycle=on_cycle)
             q.put(("done", r, r.total_time))
-        except _Cancelled: pass
-        except Exception as e: q.put(("error", e, 0.0))
+        except _Cancelled:
+            pass
+        except Exception as e:
+            q.put(("error", e, 0.0))
+
     worker = threading.Thread(target=work, daemon=True, name="mdlm-kit-speculative")
     worker.start()
     try:
         while True:
             kind, res, elapsed = q.get()
-            if kind == "error": raise res
+            if kind == "error":
+                raise res
             if kind == "cycle":
                 yield SpecFrame(_spec_pieces(tok, res, max_new), _spec_stats(res, elapsed))
                 continue
             base = plain_decode(target, ids, max_new, sp, seed, eos) if compare else None
             stats = _spec_stats(res, elapsed, base, sp.greedy)
-            yield SpecFrame(_spec_pieces(tok, res, max_new), stats, True, tok.decode(res.tokens, skip_special_tokens=True))
+            yield SpecFrame(
+                _spec_pieces(tok, res, max_new), stats, True, tok.decode(res.tokens, skip_special_tokens=True)
+            )
             return
-    finally:   # the request is over, however it ended: the decode thread stops at its next cycle
+    finally:  # the request is over, however it ended: the decode thread stops at its next cycle
         stop.set()
         worker.join(timeout=10)
 
 # %% ../nbs/20_playground.ipynb #dc505d36
-NO_CHECKPOINT = ("No diffusion checkpoint yet. Make one with `mdlm-kit quickstart` (about 9 minutes on a laptop CPU), "
-                 "or start the playground with `--checkpoint PATH` pointing at a run's inference/ directory.")
+NO_CHECKPOINT = (
+    "No diffusion checkpoint yet. Make one with `mdlm-kit quickstart` (about 9 minutes on a laptop CPU), "
+    "or start the playground with `--checkpoint PATH` pointing at a run's inference/ directory."
+)
+
 
 class Playground:
     "The state behind the app: the allowed roots, a cache of loaded diffusion models, the optional target and drafter."
-    def __init__(self, checkpoint=None, roots=(), target=None, draft=None, device: str = "cpu", limits: Limits = Limits()):
+
+    def __init__(
+        self, checkpoint=None, roots=(), target=None, draft=None, device: str = "cpu", limits: Limits = Limits()
+    ):
         self.checkpoint = str(checkpoint) if checkpoint else ""
         self.roots = [str(r) for r in roots] or ([str(Path(checkpoint).resolve().parent)] if checkpoint else [])
         self.target, self.draft, self.device, self.limits = target, draft, device, limits
         self._models, self._lock = {}, threading.Lock()
 
     def model(self, checkpoint):
-        if not checkpoint: raise PlaygroundError(NO_CHECKPOINT)
+        if not checkpoint:
+            raise PlaygroundError(NO_CHECKPOINT)
         path = allowed_checkpoint(checkpoint, self.roots)
         with self._lock:
             if path in self._models:
-                self._models[path] = self._models.pop(path)          # most recently used last
+                self._models[path] = self._models.pop(path)  # most recently used last
             else:
-                while len(self._models) >= self.limits.max_models: self._models.pop(next(iter(self._models)))
+                while len(self._models) >= self.limits.max_models:
+                    self._models.pop(next(iter(self._models)))
                 model, tok = load_inference(path, self.device)
                 if objective_of(model) != "mdlm":
-                    raise PlaygroundError(f"{str(checkpoint)!r} is an autoregressive baseline, not a diffusion model; "
-                                          "point at the MDLM run's inference/ folder (sample the AR one with `mdlm-kit sample`).")
+                    raise PlaygroundError(
+                        f"{str(checkpoint)!r} is an autoregressive baseline, not a diffusion model; "
+                        "point at the MDLM run's inference/ folder (sample the AR one with `mdlm-kit sample`)."
+                    )
                 self._models[path] = (model, tok)
             return self._models[path]
 
+
 def context_length(checkpoint, default: int) -> int:
     "The model context of the inference directory `checkpoint` (from its config.json), or `default`."
-    try: return int(json.loads((Path(checkpoint) / "config.json").read_text())["max_seq_len"])
-    except (OSError, ValueError, KeyError, TypeError): return default
+    try:
+        return int(json.loads((Path(checkpoint) / "config.json").read_text())["max_seq_len"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return default
+
 
 def advice(prompt: str, temperature: float) -> str:
     "A note for settings that cannot give useful text, else ''."
     if not prompt.strip() and float(temperature) == 0:
-        return ("No prompt and temperature 0: nothing tells the model what to write, so every masked position takes its "
-                "single most likely token (mostly frequent pieces such as newlines and 'the'), the same on every run. "
-                "Give a prompt or raise the temperature.")
+        return (
+            "No prompt and temperature 0: nothing tells the model what to write, so every masked position takes its "
+            "single most likely token (mostly frequent pieces such as newlines and 'the'), the same on every run. "
+            "Give a prompt or raise the temperature."
+        )
     return ""
 
+
 def steps_figure(counts: list[int]):
-    "Bar chart of tokens revealed per step (a plain Figure: Gradio draws it on a worker thread, and pyplot is not thread-safe)."
+    """Bar chart of tokens revealed per step (a plain Figure: Gradio draws it on a worker thread, and pyplot is not
+    thread-safe)."""
     fig = Figure(figsize=(5, 2.2), layout="constrained")
     ax = fig.subplots()
     ax.bar(range(1, len(counts) + 1), counts, color=DIFFUSION_COLORS["new"])
-    ax.set_xlabel("step"); ax.set_ylabel("tokens revealed")
+    ax.set_xlabel("step")
+    ax.set_ylabel("tokens revealed")
     return fig
 
-def build_app(pg: Playground):
-    "The Gradio Blocks app: a diffusion tab and, with a target and drafter, a speculative-decoding tab."
-    import gradio as gr
+
+def _denoise_handler(pg: Playground, gr):
+    "The diffusion tab's Run: streams each step's canvas, then the final text, the steps plot and the replay range."
     L = pg.limits
 
     def run_diffusion(checkpoint, prompt, length, steps, sampler, block_length, temperature, seed):
@@ -258,90 +372,165 @@ def build_app(pg: Playground):
             history, counts = [], []
             for f in frames:
                 history.append(f.pieces)
-                if f.step: counts.append(f.n_new)
+                if f.step:
+                    counts.append(f.n_new)
                 status = f"step {f.step}: {f.n_new} revealed, {f.n_masked} masked"
                 yield f.pieces, f.text, status, gr.skip(), gr.skip(), history
-        except PlaygroundError as e: raise gr.Error(str(e), print_exception=False) from None
+        except PlaygroundError as e:
+            raise gr.Error(str(e), print_exception=False) from None
         fig = steps_figure(counts)
         note = advice(prompt, temperature)
-        yield (f.pieces, f.text, f"done: {len(history) - 1} steps" + (f". {note}" if note else ""), fig,
-               gr.update(minimum=0, maximum=len(history) - 1, value=len(history) - 1, step=1, interactive=True), history)
+        yield (
+            f.pieces,
+            f.text,
+            f"done: {len(history) - 1} steps" + (f". {note}" if note else ""),
+            fig,
+            gr.update(minimum=0, maximum=len(history) - 1, value=len(history) - 1, step=1, interactive=True),
+            history,
+        )
 
-    def replay(i, history):
-        if not history: return gr.skip(), gr.skip()
-        i = max(0, min(int(i), len(history) - 1))
-        return history[i], f"step {i} of {len(history) - 1}"
+    return run_diffusion
+
+
+def _replay(i, history):
+    "The replay slider: the canvas of step i of the last run."
+    import gradio as gr
+
+    if not history:
+        return gr.skip(), gr.skip()
+    i = max(0, min(int(i), len(history) - 1))
+    return history[i], f"step {i} of {len(history) - 1}"
+
+
+def _speculate_handler(pg: Playground, gr):
+    "The speculative tab's Run: streams the output cycle by cycle with a status line and the run's statistics."
+    L = pg.limits
 
     def run_speculative(prompt, max_new_tokens, num_draft_tokens, temperature, seed):
         if pg.target is None:
             raise gr.Error("start the playground with --target and --draft to use this tab.", print_exception=False)
         try:
-            for f in speculative_frames(pg.target, pg.draft, prompt, max_new_tokens, num_draft_tokens, temperature, seed, limits=L):
+            for f in speculative_frames(
+                pg.target, pg.draft, prompt, max_new_tokens, num_draft_tokens, temperature, seed, limits=L
+            ):
                 s = f.stats
                 line = f"cycles {s['cycles']} · τ {s['tau_pooled']:.2f} · {s['tokens_per_s']} tok/s"
                 if f.done and "speedup" in s:
                     line += f" · plain decoding {s['baseline_tokens_per_s']} tok/s · speedup {s['speedup']}x"
-                    if "lossless" in s: line += f" · lossless: {s['lossless']}"
+                    if "lossless" in s:
+                        line += f" · lossless: {s['lossless']}"
                 yield f.pieces, line, s
-        except PlaygroundError as e: raise gr.Error(str(e), print_exception=False) from None
+        except PlaygroundError as e:
+            raise gr.Error(str(e), print_exception=False) from None
+
+    return run_speculative
+
+
+def _diffusion_tab(pg: Playground, gr):
+    "Settings on the left; the canvas as it denoises, the status, a replay slider, the text and a plot on the right."
+    L = pg.limits
+    with gr.Tab("Diffusion"):
+        if not pg.checkpoint:
+            gr.Markdown(NO_CHECKPOINT)
+        with gr.Row():
+            with gr.Column(scale=1):
+                ckpt = gr.Textbox(pg.checkpoint, label="Checkpoint (inference directory)")
+                prompt = gr.Textbox("The ", label="Prompt prefix", max_length=L.max_prompt_chars)
+                # the settings that gave the quickstart model's best text (lesson 07); length up to its context
+                ctx = min(L.max_length, context_length(pg.checkpoint, L.max_length)) if pg.checkpoint else L.max_length
+                length = gr.Slider(1, ctx, min(64, ctx), step=1, label="Generation length")
+                steps = gr.Slider(1, L.max_steps, 64, step=1, label="Steps (ancestral: may exceed the length)")
+                sampler = gr.Radio(list(SAMPLERS), value="confidence", label="Sampler")
+                block = gr.Slider(1, L.max_length, 16, step=1, label="Block length (blocks sampler)")
+                temp = gr.Slider(0.0, L.max_temperature, 1.0, step=0.05, label="Temperature")
+                seed = gr.Number(0, precision=0, label="Seed")
+                run = gr.Button("Run", variant="primary")
+            with gr.Column(scale=2):
+                canvas = gr.HighlightedText(
+                    label="Canvas",
+                    combine_adjacent=False,
+                    show_legend=True,
+                    color_map=DIFFUSION_COLORS,
+                    elem_id="canvas",
+                )
+                status = gr.Markdown(elem_id="status")
+                scrub = gr.Slider(0, 1, 0, step=1, label="Replay: step", interactive=False, elem_id="replay")
+                text = gr.Textbox(label="Final text", lines=4)
+                plot = gr.Plot(label="Tokens revealed per step")
+        history = gr.State([])
+        run.click(
+            _denoise_handler(pg, gr),
+            [ckpt, prompt, length, steps, sampler, block, temp, seed],
+            [canvas, text, status, plot, scrub, history],
+            api_name="denoise",
+        )
+        scrub.input(_replay, [scrub, history], [canvas, status], api_visibility="private")
+
+
+def _speculative_tab(pg: Playground, gr):
+    "The prompt, the decoding settings, and the output coloured by cycle (accepted drafts vs the target's own token)."
+    L = pg.limits
+    with gr.Tab("Speculative decoding"):
+        if pg.target is None:
+            gr.Markdown(
+                "Start with `mdlm-kit playground --target smollm2 --draft runs/dflash8/draft` (a DFlash or "
+                "EAGLE-3 drafter directory) to watch speculative decoding here."
+            )
+        sprompt = gr.Textbox("What does the Python keyword yield do?", label="Prompt", max_length=L.max_prompt_chars)
+        with gr.Row():
+            snew = gr.Slider(1, L.max_new_tokens, 64, step=1, label="Max new tokens")
+            k0 = default_draft_tokens(pg.draft) if pg.draft is not None else 5
+            sk = gr.Slider(
+                1, L.max_draft_tokens, k0, step=1, label="Draft tokens per cycle (DFlash: up to block size - 1)"
+            )
+            stemp = gr.Slider(0.0, L.max_temperature, 0.0, step=0.05, label="Temperature")
+            sseed = gr.Number(0, precision=0, label="Seed")
+        srun = gr.Button("Run speculative decoding", variant="primary")
+        sout = gr.HighlightedText(
+            label="Output by cycle",
+            combine_adjacent=False,
+            show_legend=True,
+            color_map=SPEC_COLORS,
+            elem_id="spec-output",
+        )
+        sstat = gr.Markdown(elem_id="spec-status")
+        sjson = gr.JSON(label="Statistics")
+        srun.click(
+            _speculate_handler(pg, gr), [sprompt, snew, sk, stemp, sseed], [sout, sstat, sjson], api_name="speculate"
+        )
+
+
+def build_app(pg: Playground):
+    "The Gradio Blocks app: a diffusion tab and, with a target and drafter, a speculative-decoding tab."
+    import gradio as gr
 
     with gr.Blocks(title="mdlm_kit playground") as demo:
         gr.Markdown("# mdlm_kit playground")
-        with gr.Tab("Diffusion"):
-            if not pg.checkpoint: gr.Markdown(NO_CHECKPOINT)
-            with gr.Row():
-                with gr.Column(scale=1):
-                    ckpt = gr.Textbox(pg.checkpoint, label="Checkpoint (inference directory)")
-                    prompt = gr.Textbox("The ", label="Prompt prefix", max_length=L.max_prompt_chars)
-                    # the settings that gave the quickstart model's best text (lesson 07); length up to its context
-                    ctx = min(L.max_length, context_length(pg.checkpoint, L.max_length)) if pg.checkpoint else L.max_length
-                    length = gr.Slider(1, ctx, min(64, ctx), step=1, label="Generation length")
-                    steps = gr.Slider(1, L.max_steps, 64, step=1, label="Steps (ancestral: may exceed the length)")
-                    sampler = gr.Radio(list(SAMPLERS), value="confidence", label="Sampler")
-                    block = gr.Slider(1, L.max_length, 16, step=1, label="Block length (blocks sampler)")
-                    temp = gr.Slider(0.0, L.max_temperature, 1.0, step=0.05, label="Temperature")
-                    seed = gr.Number(0, precision=0, label="Seed")
-                    run = gr.Button("Run", variant="primary")
-                with gr.Column(scale=2):
-                    canvas = gr.HighlightedText(label="Canvas", combine_adjacent=False, show_legend=True, color_map=DIFFUSION_COLORS,
-                                                elem_id="canvas")
-                    status = gr.Markdown(elem_id="status")
-                    scrub = gr.Slider(0, 1, 0, step=1, label="Replay: step", interactive=False, elem_id="replay")
-                    text = gr.Textbox(label="Final text", lines=4)
-                    plot = gr.Plot(label="Tokens revealed per step")
-            history = gr.State([])
-            run.click(run_diffusion, [ckpt, prompt, length, steps, sampler, block, temp, seed],
-                      [canvas, text, status, plot, scrub, history], api_name="denoise")
-            scrub.input(replay, [scrub, history], [canvas, status], api_visibility="private")
-        with gr.Tab("Speculative decoding"):
-            if pg.target is None:
-                gr.Markdown("Start with `mdlm-kit playground --target smollm2 --draft runs/dflash8/draft` (a DFlash or "
-                            "EAGLE-3 drafter directory) to watch speculative decoding here.")
-            sprompt = gr.Textbox("What does the Python keyword yield do?", label="Prompt", max_length=L.max_prompt_chars)
-            with gr.Row():
-                snew = gr.Slider(1, L.max_new_tokens, 64, step=1, label="Max new tokens")
-                k0 = default_draft_tokens(pg.draft) if pg.draft is not None else 5
-                sk = gr.Slider(1, L.max_draft_tokens, k0, step=1, label="Draft tokens per cycle (DFlash: up to block size - 1)")
-                stemp = gr.Slider(0.0, L.max_temperature, 0.0, step=0.05, label="Temperature")
-                sseed = gr.Number(0, precision=0, label="Seed")
-            srun = gr.Button("Run speculative decoding", variant="primary")
-            sout = gr.HighlightedText(label="Output by cycle", combine_adjacent=False, show_legend=True, color_map=SPEC_COLORS,
-                                      elem_id="spec-output")
-            sstat = gr.Markdown(elem_id="spec-status")
-            sjson = gr.JSON(label="Statistics")
-            srun.click(run_speculative, [sprompt, snew, sk, stemp, sseed], [sout, sstat, sjson], api_name="speculate")
-    return demo.queue(default_concurrency_limit=1, max_size=L.max_queue)
+        _diffusion_tab(pg, gr)
+        _speculative_tab(pg, gr)
+    return demo.queue(default_concurrency_limit=1, max_size=pg.limits.max_queue)
+
 
 def launch(pg: Playground, host: str = "127.0.0.1", port: int = 7860, block: bool = True):
     "Build and serve the app; returns (demo, local_url)."
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {host}, reachable from other machines; the default 127.0.0.1 is local only.")
     demo = build_app(pg)
-    _, url, _ = demo.launch(server_name=host, server_port=port, share=False, prevent_thread_lock=True, quiet=True,
-                            show_error=True, inbrowser=False)
+    _, url, _ = demo.launch(
+        server_name=host,
+        server_port=port,
+        share=False,
+        prevent_thread_lock=True,
+        quiet=True,
+        show_error=True,
+        inbrowser=False,
+    )
     print(f"playground at {url}  (Ctrl+C to stop)")
     if block:
-        try: demo.block_thread()
-        except KeyboardInterrupt: pass
-        finally: demo.close()
+        try:
+            demo.block_thread()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            demo.close()
     return demo, url

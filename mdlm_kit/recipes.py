@@ -11,21 +11,39 @@ __all__ = ['eval_curve', 'plot_position_accuracy']
 import json
 from pathlib import Path
 
+
 def eval_curve(run_dir) -> list[dict]:
     "The eval events of a drafter run (step, acc, tau, acc_by_position)."
     p = Path(run_dir) / "events.jsonl"
-    if not p.is_file(): return []
+    if not p.is_file():
+        return []
     return [e for e in map(json.loads, p.read_text().splitlines()) if e.get("event") == "eval"]
+
 
 def plot_position_accuracy(runs: dict, ax=None):
     "Accuracy by drafted position of the last eval of each run (`{label: run_dir}`)."
     import matplotlib.pyplot as plt
+
     ax = ax or plt.subplots(figsize=(6, 3.5))[1]
     for label, d in runs.items():
         ev = eval_curve(d)
-        if not ev: continue
+        if not ev:
+            continue
         first, last = ev[0], ev[-1]
-        ax.plot(range(1, len(last["acc_by_position"]) + 1), last["acc_by_position"], marker="o", label=f"{label} (step {last['step']})")
-        ax.plot(range(1, len(first["acc_by_position"]) + 1), first["acc_by_position"], ls=":", color=ax.lines[-1].get_color())
-    ax.set_xlabel("drafted position"); ax.set_ylabel("held-out accuracy"); ax.legend(); ax.set_title("dotted: untrained")
+        ax.plot(
+            range(1, len(last["acc_by_position"]) + 1),
+            last["acc_by_position"],
+            marker="o",
+            label=f"{label} (step {last['step']})",
+        )
+        ax.plot(
+            range(1, len(first["acc_by_position"]) + 1),
+            first["acc_by_position"],
+            ls=":",
+            color=ax.lines[-1].get_color(),
+        )
+    ax.set_xlabel("drafted position")
+    ax.set_ylabel("held-out accuracy")
+    ax.legend()
+    ax.set_title("dotted: untrained")
     return ax

@@ -21,21 +21,27 @@ __all__ = ['SAMPLERS', 'SamplingError', 'SampleStep', 'gumbel_dtype', 'transfer_
 # %% ../nbs/07_sampling.ipynb #2cf499ce
 SAMPLERS = ("ancestral", "confidence", "blocks")
 
+
 class SamplingError(KitError, ValueError):
     "Sampling settings that cannot work with this model; the message says which and why."
+
 
 @dataclass
 class SampleStep:
     "One state of the canvas: `tokens` (B, T), `changed` (B, T) positions revealed at this step, their `confidence`."
+
     step: int
     tokens: torch.Tensor
     changed: torch.Tensor
     confidence: torch.Tensor
     n_masked: int
 
+
 def gumbel_dtype(device: torch.device) -> torch.dtype:
-    "float64 for the Gumbel draw, except on MPS, which has no float64 (there float32: ties get likelier, nothing breaks)."
+    """float64 for the Gumbel draw, except on MPS, which has no float64 (there float32: ties get likelier, nothing
+    breaks)."""
     return torch.float32 if torch.device(device).type == "mps" else torch.float64
+
 
 def _draw(logits: torch.Tensor, temperature: float, top_k: int, generator: torch.Generator):
     "Sample token ids from (N, V) logits by Gumbel-max; returns ids and their (untempered) probabilities."
@@ -44,13 +50,15 @@ def _draw(logits: torch.Tensor, temperature: float, top_k: int, generator: torch
     if top_k and top_k < logits.shape[-1]:
         kth = logits.topk(top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
-    if temperature <= 0: ids = logits.argmax(-1)
+    if temperature <= 0:
+        ids = logits.argmax(-1)
     else:
         # drawn on the CPU from the CPU generator, so a seed gives the same text on every device
         u = torch.rand(logits.shape, generator=generator, dtype=logits.dtype, device="cpu").to(logits.device)
         u = u.clamp_(torch.finfo(u.dtype).tiny, 1.0)
         ids = (logits / temperature - torch.log(-torch.log(u))).argmax(-1)
     return ids, probs.gather(-1, ids[:, None]).squeeze(-1).float()
+
 
 def transfer_schedule(n_masked: int, steps: int) -> list[int]:
     "How many tokens to reveal at each step: an even split with the remainder given to the first steps."
@@ -59,23 +67,39 @@ def transfer_schedule(n_masked: int, steps: int) -> list[int]:
 
 # %% ../nbs/07_sampling.ipynb #6231fbb9
 @torch.no_grad()
-def diffusion_steps(model, prompt: torch.Tensor | list[int] | None, length: int, steps: int, sampler: str = "confidence",
-                    block_length: int | None = None, temperature: float = 1.0, top_k: int = 0, seed: int = 0,
-                    batch_size: int = 1) -> Iterator[SampleStep]:
+def diffusion_steps(
+    model,
+    prompt: torch.Tensor | list[int] | None,
+    length: int,
+    steps: int,
+    sampler: str = "confidence",
+    block_length: int | None = None,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    seed: int = 0,
+    batch_size: int = 1,
+) -> Iterator[SampleStep]:
     "Yield the canvas before the first step and after every step of unmasking `length` tokens after `prompt`."
-    if sampler not in SAMPLERS: raise SamplingError(f"unknown sampler {sampler!r}: use one of {', '.join(SAMPLERS)}.")
-    if length < 1 or steps < 1: raise SamplingError("length and steps must be >= 1.")
+    if sampler not in SAMPLERS:
+        raise SamplingError(f"unknown sampler {sampler!r}: use one of {', '.join(SAMPLERS)}.")
+    if length < 1 or steps < 1:
+        raise SamplingError("length and steps must be >= 1.")
     cfg = model.config
     dev = next(model.parameters()).device
     p = torch.as_tensor(prompt if prompt is not None else [], dtype=torch.long, device=dev).reshape(-1)
     if len(p) + length > cfg.max_seq_len:
-        raise SamplingError(f"prompt ({len(p)} tokens) + length ({length}) exceeds the model's context of {cfg.max_seq_len} tokens.")
-    if sampler != "ancestral": steps = min(steps, length)   # each of their steps reveals at least one token
+        raise SamplingError(
+            f"prompt ({len(p)} tokens) + length ({length}) exceeds the model's context of {cfg.max_seq_len} tokens."
+        )
+    if sampler != "ancestral":
+        steps = min(steps, length)  # each of their steps reveals at least one token
     if sampler == "blocks":
         block_length = block_length or length
-        if length % block_length: raise SamplingError(f"length {length} must be a multiple of block_length {block_length}.")
+        if length % block_length:
+            raise SamplingError(f"length {length} must be a multiple of block_length {block_length}.")
         n_blocks = length // block_length
-        if steps % n_blocks: raise SamplingError(f"steps {steps} must be a multiple of the number of blocks ({n_blocks}).")
+        if steps % n_blocks:
+            raise SamplingError(f"steps {steps} must be a multiple of the number of blocks ({n_blocks}).")
     x = torch.cat([p, torch.full((length,), cfg.mask_token_id, device=dev)]).repeat(batch_size, 1)
     mask_id, P = cfg.mask_token_id, len(p)
     g = torch.Generator().manual_seed(seed)
@@ -88,17 +112,19 @@ def diffusion_steps(model, prompt: torch.Tensor | list[int] | None, length: int,
         if sampler == "ancestral":
             t, s = 1 - i / steps, 1 - (i + 1) / steps
             new, conf = torch.zeros_like(masked), torch.zeros(0, device=dev)
-            if masked.any():   # (with more steps than tokens, the canvas can be full before the last step)
-                if cached is None: cached = model(x, predict_mask=masked)
+            if masked.any():  # (with more steps than tokens, the canvas can be full before the last step)
+                if cached is None:
+                    cached = model(x, predict_mask=masked)
                 # the last step is MDLM's noise removal: every token still masked takes its most likely value
                 ids, conf = _draw(cached, 0.0 if s == 0 else temperature, top_k, g)
                 reveal = torch.rand(len(ids), generator=g, device="cpu").to(dev) < (t - s) / t
                 new[masked] = reveal
                 x[new] = ids[reveal]
-                cached = None if reveal.any() else cached   # no time input: unchanged canvas, unchanged logits
+                cached = None if reveal.any() else cached  # no time input: unchanged canvas, unchanged logits
         else:
             if sampler == "blocks":
-                per = steps // n_blocks; b = i // per
+                per = steps // n_blocks
+                b = i // per
                 lo, hi = P + b * block_length, P + (b + 1) * block_length
                 k = transfer_schedule(block_length, per)[i % per]
             else:
@@ -106,35 +132,50 @@ def diffusion_steps(model, prompt: torch.Tensor | list[int] | None, length: int,
                 k = transfer_schedule(length, steps)[i]
             logits = model(x, predict_mask=masked)
             ids, conf_m = _draw(logits, temperature, top_k, g)
-            conf_full = torch.full(x.shape, float("-inf"), device=dev); conf_full[masked] = conf_m
-            conf_full[:, :lo] = float("-inf"); conf_full[:, hi:] = float("-inf")
+            conf_full = torch.full(x.shape, float("-inf"), device=dev)
+            conf_full[masked] = conf_m
+            conf_full[:, :lo] = float("-inf")
+            conf_full[:, hi:] = float("-inf")
             top = conf_full.topk(k, dim=1).indices
             new = torch.zeros_like(masked).scatter_(1, top, True) & masked
-            cand = torch.full_like(x, mask_id); cand[masked] = ids
+            cand = torch.full_like(x, mask_id)
+            cand[masked] = ids
             x = torch.where(new, cand, x)
             conf = conf_m
-        conf_out = torch.zeros(x.shape, device=dev); conf_out[masked] = conf.to(conf_out.dtype); conf_out[~new] = 0
+        conf_out = torch.zeros(x.shape, device=dev)
+        conf_out[masked] = conf.to(conf_out.dtype)
+        conf_out[~new] = 0
         yield SampleStep(i + 1, x.clone(), new, conf_out, int((x == mask_id).sum()))
 
 # %% ../nbs/07_sampling.ipynb #2636c82c
 def generate(model, prompt=None, length: int = 64, steps: int = 64, sampler: str = "confidence", **kw) -> torch.Tensor:
     "The final canvas (batch_size, prompt + length) of `diffusion_steps`."
-    for state in diffusion_steps(model, prompt, length, steps, sampler, **kw): pass
+    for state in diffusion_steps(model, prompt, length, steps, sampler, **kw):
+        pass
     return state.tokens
+
 
 def decode(tokenizer, ids, prompt_len: int = 0) -> str:
     "Text of a canvas row, with document breaks (eos) shown as blank lines and leftover masks as ░."
     ids = [int(i) for i in ids]
     parts = []
     for i in ids:
-        if i == tokenizer.eos_token_id: parts.append("\n\n")
-        elif i == tokenizer.mask_token_id: parts.append("░")
-        else: parts.append(i)
+        if i == tokenizer.eos_token_id:
+            parts.append("\n\n")
+        elif i == tokenizer.mask_token_id:
+            parts.append("░")
+        else:
+            parts.append(i)
     out, run = [], []
     for p_ in parts + [None]:
-        if isinstance(p_, int): run.append(p_); continue
-        if run: out.append(tokenizer.decode(run)); run = []
-        if p_ is not None: out.append(p_)
+        if isinstance(p_, int):
+            run.append(p_)
+            continue
+        if run:
+            out.append(tokenizer.decode(run))
+            run = []
+        if p_ is not None:
+            out.append(p_)
     return "".join(out)
 
 # %% ../nbs/07_sampling.ipynb #6b22b58e
@@ -142,21 +183,33 @@ def objective_of(model) -> str:
     "`mdlm` or `ar`: what the checkpoint was trained for (older checkpoints are MDLMs)."
     return getattr(model, "extra_config", {}).get("objective", "mdlm")
 
+
 @torch.no_grad()
-def ar_generate(model, prompt, length: int, bos_id: int, temperature: float = 1.0, top_k: int = 0, seed: int = 0,
-                batch_size: int = 1) -> torch.Tensor:
+def ar_generate(
+    model,
+    prompt,
+    length: int,
+    bos_id: int,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    seed: int = 0,
+    batch_size: int = 1,
+) -> torch.Tensor:
     "Sample `length` tokens left to right after `prompt` from an AR checkpoint; (batch_size, prompt + length)."
-    if length < 1: raise SamplingError("length must be >= 1.")
+    if length < 1:
+        raise SamplingError("length must be >= 1.")
     dev = next(model.parameters()).device
     p = torch.as_tensor(prompt if prompt is not None else [], dtype=torch.long, device=dev).reshape(-1)
     if len(p) + length > model.config.max_seq_len:
-        raise SamplingError(f"prompt ({len(p)} tokens) + length ({length}) exceeds the model's context of "
-                         f"{model.config.max_seq_len} tokens.")
+        raise SamplingError(
+            f"prompt ({len(p)} tokens) + length ({length}) exceeds the model's context of "
+            f"{model.config.max_seq_len} tokens."
+        )
     x = torch.cat([torch.tensor([bos_id], device=dev), p]).repeat(batch_size, 1)
     g = torch.Generator().manual_seed(seed)
     model.eval()
     for _ in range(length):
-        logits = model(x, causal=True)[:, -1]                     # (B, V): the next token
+        logits = model(x, causal=True)[:, -1]  # (B, V): the next token
         ids, _ = _draw(logits, temperature, top_k, g)
         x = torch.cat([x, ids[:, None]], dim=1)
     return x[:, 1:]
@@ -169,6 +222,8 @@ def load_inference(checkpoint: str | Path, device: str | None = None):
     tok = load_tokenizer(checkpoint)
     want = model.extra_config.get("tokenizer_sha256")
     if want and want != tokenizer_sha256(tok):
-        raise TokenizerError(f"the tokenizer in {str(checkpoint)!r} is not the one the model was trained with; "
-                             "copy the run's tokenizer files back or re-export the checkpoint.")
+        raise TokenizerError(
+            f"the tokenizer in {str(checkpoint)!r} is not the one the model was trained with; "
+            "copy the run's tokenizer files back or re-export the checkpoint."
+        )
     return model, tok

@@ -26,14 +26,19 @@ __all__ = ['SpeculativeError', 'SamplingParams', 'target_probs', 'verify', 'draw
 class SpeculativeError(KitError, ValueError):
     "Speculative-decoding inputs that cannot be used (a prompt file, a drafter directory); the message says why."
 
+
 @dataclass
 class SamplingParams:
     "How the target picks tokens: temperature 0 is greedy; top-k/top-p as in plain sampling."
+
     temperature: float = 0.0
     top_k: int = 0
     top_p: float = 1.0
+
     @property
-    def greedy(self) -> bool: return self.temperature <= 0
+    def greedy(self) -> bool:
+        return self.temperature <= 0
+
 
 def target_probs(logits: torch.Tensor, sp: SamplingParams) -> torch.Tensor:
     "The processed distribution (…, V) plain sampling draws from: temperature, then top-k, then top-p."
@@ -44,63 +49,99 @@ def target_probs(logits: torch.Tensor, sp: SamplingParams) -> torch.Tensor:
     if sp.top_p < 1.0:
         sx, idx = x.sort(-1, descending=True)
         cum = sx.softmax(-1).cumsum(-1)
-        drop = cum - sx.softmax(-1) >= sp.top_p            # keep the smallest prefix whose mass reaches top_p
+        drop = cum - sx.softmax(-1) >= sp.top_p  # keep the smallest prefix whose mass reaches top_p
         x = x.masked_fill(drop.scatter(-1, idx, drop), float("-inf"))
     return x.softmax(-1)
 
-def verify(drafts: torch.Tensor, target_logits: torch.Tensor, sp: SamplingParams, q: torch.Tensor | None = None,
-           generator: torch.Generator | None = None) -> tuple[int, int]:
-    "Accepted count a and the next token, for k drafts (k,), target logits (k+1, V), proposals q (k, V) or None (point masses)."
+
+def verify(
+    drafts: torch.Tensor,
+    target_logits: torch.Tensor,
+    sp: SamplingParams,
+    q: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> tuple[int, int]:
+    "Accepted count a and the next token, for k drafts (k,), target"
+    "logits (k+1, V), proposals q (k, V) or None (point masses)."
     k = len(drafts)
     if sp.greedy:
         best = target_logits.argmax(-1)
         a = 0
-        while a < k and int(drafts[a]) == int(best[a]): a += 1
+        while a < k and int(drafts[a]) == int(best[a]):
+            a += 1
         return a, int(best[a])
     p = target_probs(target_logits, sp)
     for i in range(k):
         d = int(drafts[i])
         qi = float(q[i, d]) if q is not None else 1.0
-        u = torch.rand((), generator=generator, device="cpu").item()     # the CPU generator's stream
-        if u < min(1.0, float(p[i, d]) / max(qi, 1e-20)): continue
-        if q is not None: resid = (p[i] - q[i]).clamp_min(0)
-        else: resid = p[i].clone().index_fill_(0, torch.tensor([d], device=p.device), 0.0)   # p - one_hot(d), clamped
-        if resid.sum() <= 0: resid = p[i]
+        u = torch.rand((), generator=generator, device="cpu").item()  # the CPU generator's stream
+        if u < min(1.0, float(p[i, d]) / max(qi, 1e-20)):
+            continue
+        if q is not None:
+            resid = (p[i] - q[i]).clamp_min(0)
+        else:
+            resid = p[i].clone().index_fill_(0, torch.tensor([d], device=p.device), 0.0)  # p - one_hot(d), clamped
+        if resid.sum() <= 0:
+            resid = p[i]
         return i, draw(resid / resid.sum(), generator)
     return k, draw(p[k], generator)
 
+
 def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
-    "One token from probabilities (V,), drawn on the CPU: one CPU generator serves every device, and a seed gives the same draw on each."
+    """One token from probabilities (V,), drawn on the CPU: one CPU generator serves every device, and a seed gives the
+    same draw on each."""
     return int(torch.multinomial(probs.detach().float().cpu(), 1, generator=generator))
 
 # %% ../nbs/17_speculative.ipynb #0662d501
 class CachedTarget:
-    "A target with a KV cache: `extend` runs new tokens (returning logits and chosen layers' features); `crop` rolls back."
+    """A target with a KV cache: `extend` runs new tokens (returning logits and chosen layers' features); `crop` rolls
+    back."""
+
     def __init__(self, target, layer_ids=()):
         from transformers import DynamicCache
+
         self.t, self.layer_ids = target, list(layer_ids)
         self.cache = DynamicCache()
-        import inspect   # newer transformers call the cache argument `cache`; older ones `past_key_values`
-        self._cache_kw = "cache" if "cache" in inspect.signature(type(target.model).forward).parameters else "past_key_values"
+        import inspect  # newer transformers call the cache argument `cache`; older ones `past_key_values`
+
+        self._cache_kw = (
+            "cache" if "cache" in inspect.signature(type(target.model).forward).parameters else "past_key_values"
+        )
+
     @property
-    def length(self) -> int: return self.cache.get_seq_length()
+    def length(self) -> int:
+        return self.cache.get_seq_length()
+
     @property
-    def device(self) -> torch.device: return self.t.device
+    def device(self) -> torch.device:
+        return self.t.device
 
     @torch.no_grad()
     def extend(self, ids: torch.Tensor, position_ids=None, attention_mask=None):
-        "Run `ids` (1, n) after the cached prefix: logits (n, V) and features (n, K*H) (None without layer ids). A 4D mask and positions verify a tree."
+        """Run `ids` (1, n) after the cached prefix: logits (n, V) and features (n, K*H) (None without layer ids). A 4D
+        mask and positions verify a tree."""
         dev = self.t.device
-        extra = {} if position_ids is None else {"position_ids": position_ids.to(dev), "attention_mask": attention_mask.to(dev)}
-        out = self.t.model(input_ids=ids.to(dev), use_cache=True, output_hidden_states=bool(self.layer_ids),
-                           **extra, **{self._cache_kw: self.cache})
+        extra = (
+            {}
+            if position_ids is None
+            else {"position_ids": position_ids.to(dev), "attention_mask": attention_mask.to(dev)}
+        )
+        out = self.t.model(
+            input_ids=ids.to(dev),
+            use_cache=True,
+            output_hidden_states=bool(self.layer_ids),
+            **extra,
+            **{self._cache_kw: self.cache},
+        )
         hid = torch.cat([out.hidden_states[i + 1] for i in self.layer_ids], -1)[0] if self.layer_ids else None
         return out.logits[0].float(), hid
 
     def crop(self, n: int):
         "Keep the first n positions."
         extra = self.length - n
-        if extra > 0: self.cache.crop(-extra)
+        if extra > 0:
+            self.cache.crop(-extra)
+
 
 def _prefill(target, layer_ids, prompt_ids, sp, g):
     "Run the prompt: the cached target, the prompt's features (1, n, K*H), the result with the first token, that token."
@@ -109,108 +150,147 @@ def _prefill(target, layer_ids, prompt_ids, sp, g):
     b = _select(logits[-1], sp, g)
     return tgt, feats[None].float(), DecodeResult(tokens=[b]), b
 
+
 def _select(logits, sp, g):
     return int(logits.argmax()) if sp.greedy else draw(target_probs(logits, sp), g)
+
 
 @dataclass
 class DecodeResult:
     "Generated ids, and per cycle the number of emitted tokens and accepted drafts; timings."
+
     tokens: list
-    cycles: list = field(default_factory=list)       # tokens emitted per cycle (accepted + 1)
-    accepted: list = field(default_factory=list)     # accepted drafts per cycle
-    proposed: list = field(default_factory=list)     # drafts proposed per cycle
+    cycles: list = field(default_factory=list)  # tokens emitted per cycle (accepted + 1)
+    accepted: list = field(default_factory=list)  # accepted drafts per cycle
+    proposed: list = field(default_factory=list)  # drafts proposed per cycle
     draft_time: float = 0.0
     verify_time: float = 0.0
     total_time: float = 0.0
 
     def record(self, new: list, accepted: int, proposed: int, on_cycle=None):
         "Book one cycle: its emitted tokens (accepted drafts + the target's token); then tell `on_cycle`."
-        self.tokens += new; self.cycles.append(len(new)); self.accepted.append(accepted); self.proposed.append(proposed)
-        if on_cycle: on_cycle(self)
+        self.tokens += new
+        self.cycles.append(len(new))
+        self.accepted.append(accepted)
+        self.proposed.append(proposed)
+        if on_cycle:
+            on_cycle(self)
+
 
 def _clock(device) -> float:
     "Seconds, read after the device has run everything queued (CUDA and MPS run asynchronously): honest phase timings."
     synchronize(device)
     return time.perf_counter()
 
+
 def _finish(tokens, max_new, eos):
     "Cut at max_new tokens and after the first EOS."
     out = tokens[:max_new]
-    if eos is not None and eos in out: out = out[:out.index(eos) + 1]
+    if eos is not None and eos in out:
+        out = out[: out.index(eos) + 1]
     return out
 
+
 @torch.no_grad()
-def plain_decode(target, prompt_ids, max_new_tokens: int, sp: SamplingParams = SamplingParams(), seed: int = 0,
-                 eos_token_id=None) -> DecodeResult:
+def plain_decode(
+    target, prompt_ids, max_new_tokens: int, sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None
+) -> DecodeResult:
     "The baseline: the same cached target, one token per forward."
-    g = torch.Generator().manual_seed(seed); t0 = _clock(target.device)
+    g = torch.Generator().manual_seed(seed)
+    t0 = _clock(target.device)
     tgt = CachedTarget(target)
     logits, _ = tgt.extend(torch.as_tensor(prompt_ids, device=tgt.device)[None])
     out = []
     while len(out) < max_new_tokens:
-        tok = _select(logits[-1], sp, g); out.append(tok)
-        if tok == eos_token_id: break
+        tok = _select(logits[-1], sp, g)
+        out.append(tok)
+        if tok == eos_token_id:
+            break
         logits, _ = tgt.extend(torch.tensor([[tok]], device=tgt.device))
     return DecodeResult(tokens=out, total_time=_clock(target.device) - t0)
 
 # %% ../nbs/17_speculative.ipynb #516764cf
 def default_draft_tokens(draft) -> int:
-    "Drafts verified per cycle when none is asked for: a DFlash drafter's whole block (block_size-1), an EAGLE-3 chain of 5."
+    """Drafts verified per cycle when none is asked for: a DFlash drafter's whole block (block_size-1), an EAGLE-3 chain
+    of 5."""
     return draft.config.block_size - 1 if isinstance(draft, DFlashDraftModel) else 5
 
+
 def tokens_per_cycle(draft, num_draft_tokens: int | None = None, tree_nodes: int = 0) -> int:
-    "Tokens the target verifies in one forward: the anchor and the drafts (or the tree's nodes); `inference_precision` weighs it."
+    """Tokens the target verifies in one forward: the anchor and the drafts (or the tree's nodes); `inference_precision`
+    weighs it."""
     return 1 + (tree_nodes or (default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens))
 
+
 @torch.no_grad()
-def dflash_decode(target, draft: DFlashDraftModel, tables, prompt_ids, max_new_tokens: int,
-                  sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None, num_draft_tokens: int | None = None,
-                  on_cycle=None) -> DecodeResult:
-    "Speculative decoding with a DFlash drafter (greedy drafts of `num_draft_tokens` slots, default block_size-1, verified losslessly); `on_cycle(result)` after every cycle."
-    g = torch.Generator().manual_seed(seed); t0 = _clock(target.device)
+def dflash_decode(
+    target,
+    draft: DFlashDraftModel,
+    tables,
+    prompt_ids,
+    max_new_tokens: int,
+    sp: SamplingParams = SamplingParams(),
+    seed: int = 0,
+    eos_token_id=None,
+    num_draft_tokens: int | None = None,
+    on_cycle=None,
+) -> DecodeResult:
+    "Speculative decoding with a DFlash drafter (greedy drafts of `num_draft_tokens` slots,"
+    "default block_size-1, verified losslessly); `on_cycle(result)` after every cycle."
+    g = torch.Generator().manual_seed(seed)
+    t0 = _clock(target.device)
     draft.eval()
     tgt, ctx, res, b = _prefill(target, draft.config.target_layer_ids, prompt_ids, sp, g)
-    cache = DFlashContextCache(draft).extend(ctx)             # each committed position is fused and projected once
+    cache = DFlashContextCache(draft).extend(ctx)  # each committed position is fused and projected once
     k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
     while len(res.tokens) < max_new_tokens and b != eos_token_id:
-        start = tgt.length                                   # position of b
+        start = tgt.length  # position of b
         t1 = _clock(target.device)
-        drafts = draft_block(draft, tables, None, b, start, cache=cache, n_draft=min(k, max_new_tokens - len(res.tokens)))
+        drafts = draft_block(
+            draft, tables, None, b, start, cache=cache, n_draft=min(k, max_new_tokens - len(res.tokens))
+        )
         t2 = _clock(target.device)
         logits, hid = tgt.extend(torch.cat([torch.tensor([b], device=drafts.device), drafts])[None])
         a, nxt = verify(drafts, logits, sp, generator=g)
-        res.draft_time += t2 - t1; res.verify_time += _clock(target.device) - t2
+        res.draft_time += t2 - t1
+        res.verify_time += _clock(target.device) - t2
         new = drafts[:a].tolist() + [nxt]
         res.record(new, a, len(drafts), on_cycle)
         t3 = _clock(target.device)
-        cache.extend(hid[None, :a + 1].float())               # features of b and the accepted drafts
+        cache.extend(hid[None, : a + 1].float())  # features of b and the accepted drafts
         res.draft_time += _clock(target.device) - t3
         tgt.crop(start + a + 1)
         b = nxt
-        if eos_token_id is not None and eos_token_id in new: break
-    res.tokens = _finish(res.tokens, max_new_tokens, eos_token_id); res.total_time = _clock(target.device) - t0
+        if eos_token_id is not None and eos_token_id in new:
+            break
+    res.tokens = _finish(res.tokens, max_new_tokens, eos_token_id)
+    res.total_time = _clock(target.device) - t0
     return res
 
 # %% ../nbs/17_speculative.ipynb #08273cef
 @torch.no_grad()
 def eagle3_propose(draft: Eagle3DraftModel, cache: Eagle3ContextCache, k: int, sp: SamplingParams, g=None):
-    "k draft target ids (k,) after the cached sequence, and their proposals over the target vocabulary (k, V) (None when greedy)."
+    """k draft target ids (k,) after the cached sequence, and their proposals over the target vocabulary (k, V) (None
+    when greedy)."""
     ids_d, V = draft.draft_ids(), draft.config.vocab_size
-    a, past, n = cache.last, cache.kv, cache.length          # a: the layer output at the last committed position
+    a, past, n = cache.last, cache.kv, cache.length  # a: the layer output at the last committed position
     out, qs = [], []
     for j in range(k):
         lg = draft.logits(a)[0, 0].float()
-        if sp.greedy: i = int(lg.argmax())
+        if sp.greedy:
+            i = int(lg.argmax())
         else:
             pd = target_probs(lg, sp)
             qs.append(torch.zeros(V, device=pd.device).index_copy_(0, ids_d, pd))
             i = draw(pd, g)
         out.append(int(ids_d[i]))
-        if j == k - 1: break
+        if j == k - 1:
+            break
         c, s = draft.rotary(a, torch.tensor([[n + j]], device=a.device))
         emb = cache.tables.embed(torch.tensor([[out[-1]]], device=a.device))
-        a, past = draft.midlayer(emb, a, c, s, past)         # step j+1 sees the cache and the chain so far
+        a, past = draft.midlayer(emb, a, c, s, past)  # step j+1 sees the cache and the chain so far
     return torch.tensor(out, device=a.device), (torch.stack(qs) if qs else None)
+
 
 def _eagle3_prefill(target, draft, tables, prompt_ids, sp, g):
     "Prefill the target and the drafter's cache: pairs (features of position t, token t+1), the first token last."
@@ -218,10 +298,22 @@ def _eagle3_prefill(target, draft, tables, prompt_ids, sp, g):
     nxt = torch.tensor([list(prompt_ids)[1:] + [b]], device=aux.device)
     return tgt, Eagle3ContextCache(draft, tables).extend(nxt, aux), res, b
 
+
 @torch.no_grad()
-def eagle3_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_new_tokens: int, num_draft_tokens: int = 5,
-                  sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None, on_cycle=None) -> DecodeResult:
-    "Speculative decoding with an EAGLE-3 drafter (chain of `num_draft_tokens`, lossless verification); `on_cycle(result)` after every cycle."
+def eagle3_decode(
+    target,
+    draft: Eagle3DraftModel,
+    tables,
+    prompt_ids,
+    max_new_tokens: int,
+    num_draft_tokens: int = 5,
+    sp: SamplingParams = SamplingParams(),
+    seed: int = 0,
+    eos_token_id=None,
+    on_cycle=None,
+) -> DecodeResult:
+    "Speculative decoding with an EAGLE-3 drafter (chain of `num_draft_tokens`,"
+    "lossless verification); `on_cycle(result)` after every cycle."
     g = torch.Generator().manual_seed(seed)
     t0 = _clock(target.device)
     draft.eval()
@@ -239,11 +331,14 @@ def eagle3_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_new_t
         new = drafts[:a].tolist() + [nxt]
         res.record(new, a, k, on_cycle)
         t3 = _clock(target.device)
-        cache.extend(torch.tensor([new], device=hid.device), hid[None, :a + 1])  # b and accepted drafts, each with its next token
+        cache.extend(
+            torch.tensor([new], device=hid.device), hid[None, : a + 1]
+        )  # b and accepted drafts, each with its next token
         res.draft_time += _clock(target.device) - t3
         tgt.crop(start + a + 1)
         b = nxt
-        if eos_token_id is not None and eos_token_id in new: break
+        if eos_token_id is not None and eos_token_id in new:
+            break
     res.tokens = _finish(res.tokens, max_new_tokens, eos_token_id)
     res.total_time = _clock(target.device) - t0
     return res
@@ -252,21 +347,27 @@ def eagle3_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_new_t
 @dataclass
 class _Node:
     token: int
-    parent: int           # index in the node list, -1 for children of the root
+    parent: int  # index in the node list, -1 for children of the root
     depth: int
-    score: float          # cumulative log-probability of the path
+    score: float  # cumulative log-probability of the path
     hidden: torch.Tensor  # the draft hidden state that proposed this node (its step input)
-    past: tuple           # keys/values the node's own step attends to: the cache, then its ancestors'
+    past: tuple  # keys/values the node's own step attends to: the cache, then its ancestors'
+
 
 @torch.no_grad()
-def eagle3_tree_propose(draft: Eagle3DraftModel, cache: Eagle3ContextCache, depth: int = 4, top_k: int = 4,
-                        tree_nodes: int = 16):
+def eagle3_tree_propose(
+    draft: Eagle3DraftModel, cache: Eagle3ContextCache, depth: int = 4, top_k: int = 4, tree_nodes: int = 16
+):
     "A draft tree after the cached sequence: list of (target token, parent index, depth), parents before children."
     n, ids_d = cache.length, draft.draft_ids()
+
     def expand(hidden, parent, d, score, past):
         lq = F.log_softmax(draft.logits(hidden)[0, 0].float(), -1)
         top = lq.topk(min(top_k, len(lq)))
-        return [_Node(int(ids_d[i]), parent, d, score + float(v), hidden, past) for v, i in zip(top.values, top.indices)]
+        return [
+            _Node(int(ids_d[i]), parent, d, score + float(v), hidden, past) for v, i in zip(top.values, top.indices)
+        ]
+
     nodes = expand(cache.last, -1, 1, 0.0, cache.kv)
     frontier = list(range(len(nodes)))
     for d in range(2, depth + 1):
@@ -281,7 +382,7 @@ def eagle3_tree_propose(draft: Eagle3DraftModel, cache: Eagle3ContextCache, dept
         frontier = list(range(len(nodes), len(nodes) + min(top_k, len(cand))))
         nodes += cand[:top_k]
     keep = set(sorted(range(len(nodes)), key=lambda i: -nodes[i].score)[:tree_nodes])
-    for i in list(keep):                       # ancestor-closed
+    for i in list(keep):  # ancestor-closed
         while nodes[i].parent >= 0 and nodes[i].parent not in keep:
             keep.add(nodes[i].parent)
             i = nodes[i].parent
@@ -289,22 +390,37 @@ def eagle3_tree_propose(draft: Eagle3DraftModel, cache: Eagle3ContextCache, dept
     new_index = {old: j for j, old in enumerate(order)}
     return [(nodes[i].token, new_index.get(nodes[i].parent, -1), nodes[i].depth) for i in order]
 
+
 def _tree_mask(tree, prefix: int, device=None) -> torch.Tensor:
     "Bool (1, 1, 1+N, prefix+1+N): the root sees the prefix and itself; node i its ancestors, the root, itself."
     N = len(tree)
     m = torch.zeros(1 + N, prefix + 1 + N, dtype=torch.bool, device=device)
-    m[:, :prefix + 1] = True
+    m[:, : prefix + 1] = True
     for i, (_, parent, _) in enumerate(tree):
         m[1 + i, prefix + 1 + i] = True
         while parent >= 0:
-            m[1 + i, prefix + 1 + parent] = True; parent = tree[parent][1]
+            m[1 + i, prefix + 1 + parent] = True
+            parent = tree[parent][1]
     return m[None, None]
 
+
 @torch.no_grad()
-def eagle3_tree_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_new_tokens: int, depth: int = 4, top_k: int = 4,
-                       tree_nodes: int = 16, sp: SamplingParams = SamplingParams(), seed: int = 0, eos_token_id=None,
-                       on_cycle=None) -> DecodeResult:
-    "Speculative decoding with an EAGLE-3 drafter and a dynamic draft tree verified in one target forward; `on_cycle(result)` after every cycle."
+def eagle3_tree_decode(
+    target,
+    draft: Eagle3DraftModel,
+    tables,
+    prompt_ids,
+    max_new_tokens: int,
+    depth: int = 4,
+    top_k: int = 4,
+    tree_nodes: int = 16,
+    sp: SamplingParams = SamplingParams(),
+    seed: int = 0,
+    eos_token_id=None,
+    on_cycle=None,
+) -> DecodeResult:
+    "Speculative decoding with an EAGLE-3 drafter and a dynamic draft tree"
+    "verified in one target forward; `on_cycle(result)` after every cycle."
     g = torch.Generator().manual_seed(seed)
     t0 = _clock(target.device)
     draft.eval()
@@ -317,58 +433,82 @@ def eagle3_tree_decode(target, draft: Eagle3DraftModel, tables, prompt_ids, max_
         ids = torch.tensor([[b] + [t for t, _, _ in tree]], device=tgt.device)
         pos = torch.tensor([[start] + [start + d for _, _, d in tree]], device=tgt.device)
         lg, hid = tgt.extend(ids, position_ids=pos, attention_mask=_tree_mask(tree, start, tgt.device))
-        path, cur = [], -1                          # walk down the tree from the root
+        path, cur = [], -1  # walk down the tree from the root
         while True:
             row = 0 if cur < 0 else 1 + cur
             kids = [i for i, (_, p, _) in enumerate(tree) if p == cur]
             if sp.greedy:
-                best = int(lg[row].argmax()); hit = next((i for i in kids if tree[i][0] == best), None)
-                if hit is None: nxt = best; break
+                best = int(lg[row].argmax())
+                hit = next((i for i in kids if tree[i][0] == best), None)
+                if hit is None:
+                    nxt = best
+                    break
             else:
-                p = target_probs(lg[row], sp).clone(); hit = None
+                p = target_probs(lg[row], sp).clone()
+                hit = None
                 for i in kids:
                     c = tree[i][0]
-                    if torch.rand((), generator=g, device="cpu").item() < float(p[c]): hit = i; break
-                    p[c] = 0.0; p = p / p.sum() if p.sum() > 0 else target_probs(lg[row], sp)
-                if hit is None: nxt = draw(p, g); break
-            path.append(hit); cur = hit
-        res.draft_time += t2 - t1; res.verify_time += _clock(target.device) - t2
+                    if torch.rand((), generator=g, device="cpu").item() < float(p[c]):
+                        hit = i
+                        break
+                    p[c] = 0.0
+                    p = p / p.sum() if p.sum() > 0 else target_probs(lg[row], sp)
+                if hit is None:
+                    nxt = draw(p, g)
+                    break
+            path.append(hit)
+            cur = hit
+        res.draft_time += t2 - t1
+        res.verify_time += _clock(target.device) - t2
         new = [tree[i][0] for i in path] + [nxt]
         res.record(new, len(path), max(d for _, _, d in tree), on_cycle)
         rows = [0] + [1 + i for i in path]
         keep = torch.tensor(list(range(start)) + [start + r for r in rows], device=hid.device)
-        for layer in tgt.cache.layers:              # keep the prefix, the root and the accepted path
+        for layer in tgt.cache.layers:  # keep the prefix, the root and the accepted path
             layer.keys, layer.values = layer.keys[:, :, keep], layer.values[:, :, keep]
         t3 = _clock(target.device)
-        cache.extend(torch.tensor([new], device=hid.device), hid[None, rows])   # the root and the accepted path
+        cache.extend(torch.tensor([new], device=hid.device), hid[None, rows])  # the root and the accepted path
         res.draft_time += _clock(target.device) - t3
         b = nxt
-        if eos_token_id is not None and eos_token_id in new: break
-    res.tokens = _finish(res.tokens, max_new_tokens, eos_token_id); res.total_time = _clock(target.device) - t0
+        if eos_token_id is not None and eos_token_id in new:
+            break
+    res.tokens = _finish(res.tokens, max_new_tokens, eos_token_id)
+    res.total_time = _clock(target.device) - t0
     return res
 
 # %% ../nbs/17_speculative.ipynb #7db3a152
 def summarize_runs(results: list[DecodeResult], baseline: list[DecodeResult] | None = None, reference=None) -> dict:
-    "τ pooled and macro, the tokens-per-cycle histogram, per-position conditional acceptance, time split, speed and losslessness."
+    """τ pooled and macro, the tokens-per-cycle histogram, per-position conditional acceptance, time split, speed and
+    losslessness."""
     cyc = [c for r in results for c in r.cycles]
     acc = [a for r in results for a in r.accepted]
     kmax = max([p for r in results for p in r.proposed] or [0])
     per_pos = []
-    for i in range(1, kmax + 1):   # P(draft i accepted | drafts 1..i-1 accepted and draft i proposed)
+    for i in range(1, kmax + 1):  # P(draft i accepted | drafts 1..i-1 accepted and draft i proposed)
         reached = sum(1 for r in results for a, p in zip(r.accepted, r.proposed) if a >= i - 1 and p >= i)
         per_pos.append(round(sum(1 for a in acc if a >= i) / reached, 4) if reached else None)
-    hist = {}                                           # keyed by str, as it reads back from the JSON output
-    for c in cyc: hist[c] = hist.get(c, 0) + 1
-    n_tok = sum(len(r.tokens) for r in results); t = sum(r.total_time for r in results)
-    out = {"tau_pooled": sum(cyc) / max(len(cyc), 1),
-           "tau_macro": sum(sum(r.cycles) / len(r.cycles) for r in results if r.cycles) / max(1, sum(1 for r in results if r.cycles)),
-           "tokens_per_cycle_histogram": {str(k): v for k, v in sorted(hist.items())}, "acceptance_by_position": per_pos,
-           "draft_time_s": round(sum(r.draft_time for r in results), 3), "verify_time_s": round(sum(r.verify_time for r in results), 3),
-           # prefill plus the loop's own bookkeeping (cache crops, concatenations, Python)
-           "other_time_s": round(sum(r.total_time - r.draft_time - r.verify_time for r in results), 3),
-           "cycles": len(cyc), "tokens": n_tok, "tokens_per_s": round(n_tok / t, 2) if t else None}
+    hist = {}  # keyed by str, as it reads back from the JSON output
+    for c in cyc:
+        hist[c] = hist.get(c, 0) + 1
+    n_tok = sum(len(r.tokens) for r in results)
+    t = sum(r.total_time for r in results)
+    out = {
+        "tau_pooled": sum(cyc) / max(len(cyc), 1),
+        "tau_macro": sum(sum(r.cycles) / len(r.cycles) for r in results if r.cycles)
+        / max(1, sum(1 for r in results if r.cycles)),
+        "tokens_per_cycle_histogram": {str(k): v for k, v in sorted(hist.items())},
+        "acceptance_by_position": per_pos,
+        "draft_time_s": round(sum(r.draft_time for r in results), 3),
+        "verify_time_s": round(sum(r.verify_time for r in results), 3),
+        # prefill plus the loop's own bookkeeping (cache crops, concatenations, Python)
+        "other_time_s": round(sum(r.total_time - r.draft_time - r.verify_time for r in results), 3),
+        "cycles": len(cyc),
+        "tokens": n_tok,
+        "tokens_per_s": round(n_tok / t, 2) if t else None,
+    }
     if baseline is not None:
-        bt = sum(r.total_time for r in baseline); bn = sum(len(r.tokens) for r in baseline)
+        bt = sum(r.total_time for r in baseline)
+        bn = sum(len(r.tokens) for r in baseline)
         out["baseline_tokens_per_s"] = round(bn / bt, 2) if bt else None
         out["speedup"] = round(out["tokens_per_s"] / out["baseline_tokens_per_s"], 3) if bt and t else None
     if reference is not None:
@@ -377,71 +517,139 @@ def summarize_runs(results: list[DecodeResult], baseline: list[DecodeResult] | N
 
 # %% ../nbs/17_speculative.ipynb #a0ce6409
 def load_prompts(path: str, n: int | None = None, seed: int = 1) -> list[list[dict]]:
-    "Chat messages ending with a user turn: 'heldout' (24 prompts of four kinds, never trained on), 'embedded' (the tail of the training prompt set), JSONL ({'turns'} or conversations), or plain lines."
+    """Chat messages ending with a user turn: 'heldout' (24 prompts of four kinds, never trained on), 'embedded' (the
+    tail of the training prompt set), JSONL ({'turns'} or conversations), or plain lines."""
     from mdlm_kit.chat_data import embedded_prompts, heldout_prompts, normalize_conversation
-    if path == "heldout": return [p["conversations"] for p in heldout_prompts(n)]
-    if path == "embedded":   # the tail of the shuffled embedded set, away from the first prompts used for training data
-        ps = embedded_prompts(seed=0)[-(n or 20):]
+
+    if path == "heldout":
+        return [p["conversations"] for p in heldout_prompts(n)]
+    if path == "embedded":  # the tail of the shuffled embedded set, away from the first prompts used for training data
+        ps = embedded_prompts(seed=0)[-(n or 20) :]
         return [p["conversations"] for p in ps]
     if not Path(path).is_file():
-        raise SpeculativeError(f"prompt file {str(path)!r} does not exist; pass a JSONL or text file, 'heldout' or 'embedded'.")
-    try: lines = [l for l in Path(path).read_text(encoding="utf-8").splitlines() if l.strip()]
-    except UnicodeDecodeError as e: raise SpeculativeError(f"prompt file {str(path)!r} is not UTF-8 text ({e}).") from None
+        raise SpeculativeError(
+            f"prompt file {str(path)!r} does not exist; pass a JSONL or text file, 'heldout' or 'embedded'."
+        )
+    try:
+        lines = [l for l in Path(path).read_text(encoding="utf-8").splitlines() if l.strip()]
+    except UnicodeDecodeError as e:
+        raise SpeculativeError(f"prompt file {str(path)!r} is not UTF-8 text ({e}).") from None
     out = []
     for i, l in enumerate(lines):
-        try: row = json.loads(l)
-        except json.JSONDecodeError: row = None
-        if isinstance(row, dict) and "turns" in row: msgs = [{"role": "user", "content": row["turns"][0]}]
-        elif isinstance(row, dict): 
+        try:
+            row = json.loads(l)
+        except json.JSONDecodeError:
+            row = None
+        if isinstance(row, dict) and "turns" in row:
+            msgs = [{"role": "user", "content": row["turns"][0]}]
+        elif isinstance(row, dict):
             msgs = normalize_conversation(row, f"{path}:{i + 1}")["messages"]
             last = max((j for j, m in enumerate(msgs) if m["role"] == "user"), default=None)
-            if last is None: raise SpeculativeError(f"{path}:{i + 1} has no user turn to answer.")
-            msgs = msgs[:last + 1]
-        else: msgs = [{"role": "user", "content": l}]
+            if last is None:
+                raise SpeculativeError(f"{path}:{i + 1} has no user turn to answer.")
+            msgs = msgs[: last + 1]
+        else:
+            msgs = [{"role": "user", "content": l}]
         out.append(msgs)
     return out[:n] if n else out
 
-def load_draft(path, device="cpu", dtype=torch.float32):
-    "A saved DFlash or EAGLE-3 drafter, by its config.json, with its weights in `dtype` (that of the target it drafts for)."
-    cfg = json.loads((Path(path) / "config.json").read_text()) if (Path(path) / "config.json").is_file() else {}
-    if "LlamaForCausalLMEagle3" in cfg.get("architectures", []): return Eagle3DraftModel.from_pretrained(path, device, dtype)
-    if is_dflash_config(cfg): return DFlashDraftModel.from_pretrained(path, device, dtype)
-    raise SpeculativeError(f"{str(path)!r} is not a saved DFlash or EAGLE-3 drafter (no matching config.json); pass the run's draft/ directory.")
 
-def speculative_decode(target, draft, tables, prompt_ids, max_new_tokens: int, sp: SamplingParams = SamplingParams(),
-                       seed: int = 0, eos_token_id=None, num_draft_tokens: int | None = None, tree_nodes: int = 0,
-                       tree_top_k: int = 4, on_cycle=None) -> DecodeResult:
-    "The one choice of decoder: DFlash, or EAGLE-3 as a chain, or as a tree of `tree_nodes` (depth = `num_draft_tokens`)."
+def load_draft(path, device="cpu", dtype=torch.float32):
+    """A saved DFlash or EAGLE-3 drafter, by its config.json, with its weights in `dtype` (that of the target it drafts
+    for)."""
+    cfg = json.loads((Path(path) / "config.json").read_text()) if (Path(path) / "config.json").is_file() else {}
+    if "LlamaForCausalLMEagle3" in cfg.get("architectures", []):
+        return Eagle3DraftModel.from_pretrained(path, device, dtype)
+    if is_dflash_config(cfg):
+        return DFlashDraftModel.from_pretrained(path, device, dtype)
+    raise SpeculativeError(
+        f"{str(path)!r} is not a saved DFlash or EAGLE-3 drafter "
+        f"(no matching config.json); pass the run's draft/ directory."
+    )
+
+
+def speculative_decode(
+    target,
+    draft,
+    tables,
+    prompt_ids,
+    max_new_tokens: int,
+    sp: SamplingParams = SamplingParams(),
+    seed: int = 0,
+    eos_token_id=None,
+    num_draft_tokens: int | None = None,
+    tree_nodes: int = 0,
+    tree_top_k: int = 4,
+    on_cycle=None,
+) -> DecodeResult:
+    "The one choice of decoder: DFlash, or EAGLE-3 as a chain,"
+    "or as a tree of `tree_nodes` (depth = `num_draft_tokens`)."
     k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
     common = dict(sp=sp, seed=seed, eos_token_id=eos_token_id, on_cycle=on_cycle)
     if isinstance(draft, DFlashDraftModel):
         return dflash_decode(target, draft, tables, prompt_ids, max_new_tokens, num_draft_tokens=k, **common)
     if tree_nodes:
-        return eagle3_tree_decode(target, draft, tables, prompt_ids, max_new_tokens, depth=k, top_k=tree_top_k,
-                                  tree_nodes=tree_nodes, **common)
+        return eagle3_tree_decode(
+            target,
+            draft,
+            tables,
+            prompt_ids,
+            max_new_tokens,
+            depth=k,
+            top_k=tree_top_k,
+            tree_nodes=tree_nodes,
+            **common,
+        )
     return eagle3_decode(target, draft, tables, prompt_ids, max_new_tokens, num_draft_tokens=k, **common)
+
 
 def chat_ids(tokenizer, messages) -> list[int]:
     "Token ids of chat messages under the tokenizer's template, ready for the assistant's answer."
-    return tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"]
+    return tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=True)[
+        "input_ids"
+    ]
 
-def speculate(target, draft, prompts, max_new_tokens: int = 64, sp: SamplingParams = SamplingParams(), num_draft_tokens: int | None = None,
-              baseline: bool = True, seed: int = 0, progress: bool = True, tree_nodes: int = 0, tree_top_k: int = 4) -> dict:
-    "Run speculative decoding over chat prompts; return the metrics (and lossless at temperature 0). `num_draft_tokens`: drafts verified per cycle (default: DFlash block_size-1, EAGLE-3 5)."
+
+def speculate(
+    target,
+    draft,
+    prompts,
+    max_new_tokens: int = 64,
+    sp: SamplingParams = SamplingParams(),
+    num_draft_tokens: int | None = None,
+    baseline: bool = True,
+    seed: int = 0,
+    progress: bool = True,
+    tree_nodes: int = 0,
+    tree_top_k: int = 4,
+) -> dict:
+    "Run speculative decoding over chat prompts; return the metrics (and lossless at temperature"
+    "0). `num_draft_tokens`: drafts verified per cycle (default: DFlash block_size-1, EAGLE-3 5)."
     from tqdm.auto import tqdm
+
     tok, tables = target.tokenizer, target.embeddings_and_head()
     if not digests_match(getattr(draft.config, "target_digest", ""), target.digest()):
-        raise SpeculativeError("this drafter was trained for another target (other architecture or weights); pass the "
-                               "target it was trained with, or train a drafter for this one.")
+        raise SpeculativeError(
+            "this drafter was trained for another target (other architecture or weights); pass the "
+            "target it was trained with, or train a drafter for this one."
+        )
     eos = tok.eos_token_id
     runs, base = [], []
     for i, msgs in enumerate(tqdm(prompts, disable=not progress, desc="speculate")):
         ids = chat_ids(tok, msgs)
-        r = speculative_decode(target, draft, tables, ids, max_new_tokens, sp, seed + i, eos, num_draft_tokens,
-                               tree_nodes, tree_top_k)
+        r = speculative_decode(
+            target, draft, tables, ids, max_new_tokens, sp, seed + i, eos, num_draft_tokens, tree_nodes, tree_top_k
+        )
         runs.append(r)
-        if baseline or sp.greedy: base.append(plain_decode(target, ids, max_new_tokens, sp, seed + i, eos))
+        if baseline or sp.greedy:
+            base.append(plain_decode(target, ids, max_new_tokens, sp, seed + i, eos))
     out = summarize_runs(runs, base or None, base if sp.greedy else None)
-    out.update({"n_prompts": len(prompts), "max_new_tokens": max_new_tokens, "temperature": sp.temperature,
-                "drafter": "dflash" if isinstance(draft, DFlashDraftModel) else ("eagle3-tree" if tree_nodes else "eagle3")})
+    out.update(
+        {
+            "n_prompts": len(prompts),
+            "max_new_tokens": max_new_tokens,
+            "temperature": sp.temperature,
+            "drafter": "dflash" if isinstance(draft, DFlashDraftModel) else ("eagle3-tree" if tree_nodes else "eagle3"),
+        }
+    )
     return out

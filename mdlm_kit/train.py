@@ -9,13 +9,31 @@ from __future__ import annotations
 import json, math, time
 from pathlib import Path
 import torch
-from .checkpoint import (CheckpointError, CheckpointManager, append_jsonl, atomic_write_text, resume_point,
-                                 trim_events)
+from mdlm_kit.checkpoint import (
+    CheckpointError,
+    CheckpointManager,
+    append_jsonl,
+    atomic_write_text,
+    resume_point,
+    trim_events,
+)
 from .config import ExperimentConfig, ConfigError, to_dict, to_toml, validate
 from .data import DataError, DeterministicBatchSampler, PackedData, prepare_data
-from .device import (autocast, configure_backends, device_summary, get_rng_state, make_grad_scaler,
-                             memory_stats, preserved_rng, resolve_device, resolve_precision, sdpa_context,
-                             seed_everything, set_rng_state, synchronize)
+from mdlm_kit.device import (
+    autocast,
+    configure_backends,
+    device_summary,
+    get_rng_state,
+    make_grad_scaler,
+    memory_stats,
+    preserved_rng,
+    resolve_device,
+    resolve_precision,
+    sdpa_context,
+    seed_everything,
+    set_rng_state,
+    synchronize,
+)
 from .diffusion import ar_loss, ar_nll, diffusion_loss, elbo_bound, sample_times
 from .model import DiffusionTransformer
 from .layers import make_optimizer
@@ -26,8 +44,16 @@ __all__ = ['RESUME_MAY_CHANGE', 'LEGACY_DEFAULTS', 'score_split', 'describe_vali
            'resume_mismatches', 'Trainer']
 
 # %% ../nbs/08_train.ipynb #9cf30c07
-def score_split(model, data: PackedData, objective: str, split: str = "val", n_levels: int = 16,
-                batch_size: int = 16, max_blocks: int | None = None, autocast_ctx=None) -> dict:
+def score_split(
+    model,
+    data: PackedData,
+    objective: str,
+    split: str = "val",
+    n_levels: int = 16,
+    batch_size: int = 16,
+    max_blocks: int | None = None,
+    autocast_ctx=None,
+) -> dict:
     "Nats/token and bits/char of a whole split: the exact NLL for `ar`, the ELBO bound at `n_levels` levels for `mdlm`."
     dev = next(model.parameters()).device
     n = data.meta[f"n_{split}_blocks"] if max_blocks is None else min(max_blocks, data.meta[f"n_{split}_blocks"])
@@ -37,59 +63,106 @@ def score_split(model, data: PackedData, objective: str, split: str = "val", n_l
     else:
         res = elbo_bound(model, batches, model.config.mask_token_id, n_levels=n_levels, autocast_ctx=autocast_ctx)
         # the midpoint rule's error shrinks as 1/n^2: a grid half as fine estimates it
-        coarse = elbo_bound(model, batches, model.config.mask_token_id, n_levels=n_levels // 2, autocast_ctx=autocast_ctx)
+        coarse = elbo_bound(
+            model, batches, model.config.mask_token_id, n_levels=n_levels // 2, autocast_ctx=autocast_ctx
+        )
         res["quadrature_error"] = abs(coarse["nats_per_token"] - res["nats_per_token"]) / 3
         res["n_levels"] = n_levels
     n_chars = data.n_chars(split) * n // data.meta[f"n_{split}_blocks"]
     return {**res, "bits_per_char": res["nats_per_token"] * res["n_tokens"] / n_chars / math.log(2), "n_chars": n_chars}
 
+
 def describe_validation(val: dict) -> str:
     "One line for a validation record of either objective."
     if "elbo_nats_per_token" in val:
-        return (f"val ELBO {val['nats_per_token']:.4f} nats/token (ppl <= {val['ppl_bound']:.1f}) | "
-                f"masked acc {val['masked_acc']:.3f}")
-    return f"val NLL {val['nats_per_token']:.4f} nats/token (ppl {val['ppl']:.1f}) | next-token acc {val['next_token_acc']:.3f}"
+        return (
+            f"val ELBO {val['nats_per_token']:.4f} nats/token (ppl <= {val['ppl_bound']:.1f}) | "
+            f"masked acc {val['masked_acc']:.3f}"
+        )
+    return (
+        f"val NLL {val['nats_per_token']:.4f} nats/token (ppl {val['ppl']:.1f}) | "
+        f"next-token acc {val['next_token_acc']:.3f}"
+    )
+
 
 class TrainingError(KitError, RuntimeError):
     "Training stopped; the message says why and what was kept."
 
+
 def lr_at(step: int, tc) -> float:
-    "Learning rate for optimizer step `step` (0-based): linear warmup, then cosine decay to `min_lr` (-1: no decay); the last `decay_steps` fall linearly to 0."
-    if step < tc.warmup_steps: return tc.learning_rate * (step + 1) / tc.warmup_steps
+    """Learning rate for optimizer step `step` (0-based): linear warmup, then cosine decay to `min_lr` (-1: no decay);
+    the last `decay_steps` fall linearly to 0."""
+    if step < tc.warmup_steps:
+        return tc.learning_rate * (step + 1) / tc.warmup_steps
     lo = tc.learning_rate if tc.min_lr < 0 else tc.min_lr
     left = tc.max_steps - step
-    s = min(step, tc.max_steps - tc.decay_steps)          # the schedule holds where the final decay starts
+    s = min(step, tc.max_steps - tc.decay_steps)  # the schedule holds where the final decay starts
     frac = min(1.0, (s - tc.warmup_steps) / max(1, tc.max_steps - tc.warmup_steps))
     lr = lo + 0.5 * (tc.learning_rate - lo) * (1 + math.cos(math.pi * frac))
     return lr * left / tc.decay_steps if 0 < left <= tc.decay_steps else lr
 
 # %% ../nbs/08_train.ipynb #e5d64cb3
-RESUME_MAY_CHANGE = {"training.max_steps", "training.log_interval", "training.eval_interval", "training.save_interval",
-                     "training.keep_last", "training.eval_batches", "training.skip_nonfinite", "training.compile", "name", "device",
-                     "precision", "forbid_math_sdpa", "model.activation_checkpointing", "data.data_dir"}
+RESUME_MAY_CHANGE = {
+    "training.max_steps",
+    "training.log_interval",
+    "training.eval_interval",
+    "training.save_interval",
+    "training.keep_last",
+    "training.eval_batches",
+    "training.skip_nonfinite",
+    "training.compile",
+    "name",
+    "device",
+    "precision",
+    "forbid_math_sdpa",
+    "model.activation_checkpointing",
+    "data.data_dir",
+}
+
 
 def _flatten(d: dict, prefix="") -> dict:
     out = {}
     for k, v in d.items():
-        if isinstance(v, dict): out.update(_flatten(v, f"{prefix}{k}."))
-        else: out[f"{prefix}{k}"] = v
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
     return out
 
+
 # keys added to the config later, with the value that runs saved before them had in effect
-LEGACY_DEFAULTS = {"model.head_bias": False, "model.local_mixing": 0, "model.tie_embeddings": True, "training.objective": "mdlm",
-                   "training.masking": "bernoulli", "training.decay_steps": 0}
+LEGACY_DEFAULTS = {
+    "model.head_bias": False,
+    "model.local_mixing": 0,
+    "model.tie_embeddings": True,
+    "training.objective": "mdlm",
+    "training.masking": "bernoulli",
+    "training.decay_steps": 0,
+}
+
 
 def resume_mismatches(saved: dict, current: dict) -> list[str]:
     "Keys whose values differ between the checkpoint's config and this run's, ignoring those a resume may change."
     a, b = {**LEGACY_DEFAULTS, **_flatten(saved)}, _flatten(current)
-    return [f"{k}: checkpoint {a.get(k)!r} != now {b.get(k)!r}" for k in sorted(set(a) | set(b))
-            if k not in RESUME_MAY_CHANGE and a.get(k) != b.get(k)]
+    return [
+        f"{k}: checkpoint {a.get(k)!r} != now {b.get(k)!r}"
+        for k in sorted(set(a) | set(b))
+        if k not in RESUME_MAY_CHANGE and a.get(k) != b.get(k)
+    ]
 
 # %% ../nbs/08_train.ipynb #329e2c0e
 class Trainer:
     "Train an MDLM described by `cfg` in `output_dir`; `resume` continues from the newest checkpoint there."
-    def __init__(self, cfg: ExperimentConfig, output_dir: str | Path, resume: bool = False,
-                 max_run_steps: int | None = None, progress: bool = True, log=print):
+
+    def __init__(
+        self,
+        cfg: ExperimentConfig,
+        output_dir: str | Path,
+        resume: bool = False,
+        max_run_steps: int | None = None,
+        progress: bool = True,
+        log=print,
+    ):
         self.cfg, self.out, self.resume = validate(cfg), Path(output_dir), resume
         self.max_run_steps, self.progress, self.log = max_run_steps, progress, log
         self.ckpts = CheckpointManager(self.out / "checkpoints", cfg.training.keep_last)
@@ -110,20 +183,34 @@ class Trainer:
         prepare_data(cfg.data, data_dir, min_train_blocks=1, log=self.log)
         self.data = PackedData(data_dir)
         tok = self.data.tokenizer
-        self.data.check_compatible(vocab_size=None if cfg.model.vocab_size == -1 else cfg.model.vocab_size,
-                                   mask_token_id=None if cfg.model.mask_token_id == -1 else cfg.model.mask_token_id)
-        if cfg.model.vocab_size == -1: cfg.model.vocab_size = self.data.vocab_size
-        if cfg.model.mask_token_id == -1: cfg.model.mask_token_id = tok.mask_token_id
+        self.data.check_compatible(
+            vocab_size=None if cfg.model.vocab_size == -1 else cfg.model.vocab_size,
+            mask_token_id=None if cfg.model.mask_token_id == -1 else cfg.model.mask_token_id,
+        )
+        if cfg.model.vocab_size == -1:
+            cfg.model.vocab_size = self.data.vocab_size
+        if cfg.model.mask_token_id == -1:
+            cfg.model.mask_token_id = tok.mask_token_id
         if state is not None:
             bad = resume_mismatches(state["config"], to_dict(cfg))
-            if bad: raise ConfigError("cannot resume: the config differs from the checkpoint's in\n  " + "\n  ".join(bad) +
-                                      "\nUse the run's own config.toml, or start a new run in another directory.")
-            if state["tokenizer_sha256"] != self.data.meta["tokenizer_sha256"] or state["corpus_sha256"] != self.data.meta["corpus_sha256"]:
-                raise DataError("cannot resume: the data or tokenizer differ from those the checkpoint was trained on "
-                                f"(checkpoint tokenizer {state['tokenizer_sha256'][:12]}…, data {self.data.meta['tokenizer_sha256'][:12]}…).")
+            if bad:
+                raise ConfigError(
+                    "cannot resume: the config differs from the checkpoint's in\n  "
+                    + "\n  ".join(bad)
+                    + "\nUse the run's own config.toml, or start a new run in another directory."
+                )
+            if (
+                state["tokenizer_sha256"] != self.data.meta["tokenizer_sha256"]
+                or state["corpus_sha256"] != self.data.meta["corpus_sha256"]
+            ):
+                raise DataError(
+                    "cannot resume: the data or tokenizer differ from those the checkpoint was trained on "
+                    f"(checkpoint tokenizer {state['tokenizer_sha256'][:12]}…, "
+                    f"data {self.data.meta['tokenizer_sha256'][:12]}…)."
+                )
         seed_everything(tc.seed)
         self.model = DiffusionTransformer(cfg.model).to(self.device)
-        if state is None:   # a new run starts the output bias at the training tokens' frequencies
+        if state is None:  # a new run starts the output bias at the training tokens' frequencies
             self.model.init_head_bias(torch.from_numpy(self.data.token_counts()))
         # compiled for training steps only; the weights, the state dict and evaluation stay those of the plain module.
         # dynamic: the number of masked positions, hence the logits' shape, changes every step
@@ -142,16 +229,22 @@ class Trainer:
             self.step = state["step"]
             set_rng_state(state["rng"])
             old_max = state["config"]["training"]["max_steps"]
-            if old_max != tc.max_steps and 0 <= tc.min_lr < tc.learning_rate:   # allowed, but it bends the cosine
-                self.schedule_note = (f"training.max_steps changed from {old_max} to {tc.max_steps}: the cosine decay "
-                                      f"now runs to step {tc.max_steps}, so steps from {self.step} on use other rates "
-                                      "than the original run's")
+            if old_max != tc.max_steps and 0 <= tc.min_lr < tc.learning_rate:  # allowed, but it bends the cosine
+                self.schedule_note = (
+                    f"training.max_steps changed from {old_max} to {tc.max_steps}: the cosine decay "
+                    f"now runs to step {tc.max_steps}, so steps from {self.step} on use other rates "
+                    "than the original run's"
+                )
                 self.log(self.schedule_note)
             self.log(f"resuming from {existing.name} at step {self.step}")
         elif self.resume:
-            self.log(f"{out} has no checkpoint yet (the run stopped before its first save); starting it again from step 0")
+            self.log(
+                f"{out} has no checkpoint yet (the run stopped before its first save); starting it again from step 0"
+            )
         n_val = min(self.data.meta["n_val_blocks"], tc.eval_batches * tc.batch_size)
-        self.val_batches = [self.data.batch("val", range(i, min(i + tc.batch_size, n_val))) for i in range(0, n_val, tc.batch_size)]
+        self.val_batches = [
+            self.data.batch("val", range(i, min(i + tc.batch_size, n_val))) for i in range(0, n_val, tc.batch_size)
+        ]
 
     def _event(self, kind: str, **kw):
         rec = {"event": kind, "time": round(time.time(), 3), **kw}
@@ -160,27 +253,49 @@ class Trainer:
 
     def evaluate(self) -> dict:
         "The deterministic ELBO bound (AR: the exact NLL) on the fixed validation batches; training RNG untouched."
-        with sdpa_context(self.device, self.cfg.forbid_math_sdpa):     # the kernels training runs with
+        with sdpa_context(self.device, self.cfg.forbid_math_sdpa):  # the kernels training runs with
             return self._evaluate()
 
     def _evaluate(self) -> dict:
         if self.cfg.training.objective == "ar":
-            return ar_nll(self.model, [b.to(self.device) for b in self.val_batches], self.data.meta["eos_token_id"],
-                          autocast_ctx=autocast(self.precision))
+            return ar_nll(
+                self.model,
+                [b.to(self.device) for b in self.val_batches],
+                self.data.meta["eos_token_id"],
+                autocast_ctx=autocast(self.precision),
+            )
         with preserved_rng():
-            return elbo_bound(self.model, [b.to(self.device) for b in self.val_batches], self.cfg.model.mask_token_id,
-                              n_levels=self.cfg.training.eval_noise_levels, eps=self.cfg.training.sampling_eps,
-                              seed=self.cfg.training.seed, autocast_ctx=autocast(self.precision))
+            return elbo_bound(
+                self.model,
+                [b.to(self.device) for b in self.val_batches],
+                self.cfg.model.mask_token_id,
+                n_levels=self.cfg.training.eval_noise_levels,
+                eps=self.cfg.training.sampling_eps,
+                seed=self.cfg.training.seed,
+                autocast_ctx=autocast(self.precision),
+            )
 
     def save(self):
         "A numbered training checkpoint plus the bf16 inference directory."
-        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(), "scaler": self.scaler.state_dict(),
-                 "rng": get_rng_state(), "config": to_dict(self.cfg), "tokenizer_sha256": self.data.meta["tokenizer_sha256"],
-                 "corpus_sha256": self.data.meta["corpus_sha256"]}
+        state = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "rng": get_rng_state(),
+            "config": to_dict(self.cfg),
+            "tokenizer_sha256": self.data.meta["tokenizer_sha256"],
+            "corpus_sha256": self.data.meta["corpus_sha256"],
+        }
         path = self.ckpts.save(state, self.step)
-        self.model.save_pretrained(self.out / "inference", tokenizer=self.data.tokenizer,
-                                   extra_config={"block_size": self.cfg.data.block_size, "trained_steps": self.step,
-                                                 "objective": self.cfg.training.objective})
+        self.model.save_pretrained(
+            self.out / "inference",
+            tokenizer=self.data.tokenizer,
+            extra_config={
+                "block_size": self.cfg.data.block_size,
+                "trained_steps": self.step,
+                "objective": self.cfg.training.objective,
+            },
+        )
         self._event("checkpoint", step=self.step, path=str(path.relative_to(self.out)))
         return path
 
@@ -188,8 +303,15 @@ class Trainer:
         "The objective's loss on one micro-batch `x`, as a sum over the step's `n_tokens` tokens."
         if self.cfg.training.objective == "ar":
             return ar_loss(self.step_model, x, self.data.meta["eos_token_id"], n_tokens)
-        return diffusion_loss(self.step_model, x, t, self.cfg.model.mask_token_id, n_tokens=n_tokens, generator=g,
-                              exact=self.cfg.training.masking == "exact")
+        return diffusion_loss(
+            self.step_model,
+            x,
+            t,
+            self.cfg.model.mask_token_id,
+            n_tokens=n_tokens,
+            generator=g,
+            exact=self.cfg.training.masking == "exact",
+        )
 
     def train_step(self) -> dict:
         "One optimizer step over `gradient_accumulation_steps` micro-batches."
@@ -198,27 +320,33 @@ class Trainer:
         g = torch.Generator().manual_seed(tc.seed * 1_000_003 + self.step)
         t = sample_times(B * A, tc.sampling_eps, tc.antithetic_sampling, generator=g)
         lr = lr_at(self.step, tc)
-        for grp in self.optimizer.param_groups: grp["lr"] = lr
+        for grp in self.optimizer.param_groups:
+            grp["lr"] = lr
         loss, n_masked, n_correct = 0.0, 0, 0
         self.model.train()
         for a in range(A):
             x = self.data.batch("train", self.sampler.indices(self.step * A + a)).to(dev, non_blocking=True)
             with autocast(self.precision), sdpa_context(dev, self.cfg.forbid_math_sdpa):
-                out = self._loss(x, t[a * B:(a + 1) * B], B * A * T, g)
+                out = self._loss(x, t[a * B : (a + 1) * B], B * A * T, g)
             self.scaler.scale(out["loss"]).backward()
-            loss += out["loss"].item(); n_masked += out["n_masked"]; n_correct += out["n_correct"]
+            loss += out["loss"].item()
+            n_masked += out["n_masked"]
+            n_correct += out["n_correct"]
         if not math.isfinite(loss):
             self.optimizer.zero_grad(set_to_none=True)
             if not tc.skip_nonfinite:
-                raise TrainingError(f"loss became {loss} at step {self.step}; stopped without updating the weights. The last "
-                                    f"good checkpoint is {self.ckpts.latest()}. Lower training.learning_rate, check the data, "
-                                    "or set training.skip_nonfinite = true to skip such steps.")
+                raise TrainingError(
+                    f"loss became {loss} at step {self.step}; stopped without updating the weights. The last "
+                    f"good checkpoint is {self.ckpts.latest()}. Lower training.learning_rate, check the data, "
+                    "or set training.skip_nonfinite = true to skip such steps."
+                )
             self._event("skipped_step", step=self.step, loss=str(loss))
             self.step += 1
             return {"loss": float("nan"), "lr": lr, "skipped": True}
         self.scaler.unscale_(self.optimizer)
         gn = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip if tc.grad_clip > 0 else float("inf"))
-        self.scaler.step(self.optimizer); self.scaler.update()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         return {"loss": loss, "lr": lr, "grad_norm": float(gn), "masked_acc": n_correct / max(n_masked, 1)}
@@ -226,29 +354,50 @@ class Trainer:
     def run(self) -> dict:
         "Train until `max_steps` (or `max_run_steps` more steps), logging, evaluating and checkpointing."
         from tqdm.auto import tqdm
+
         cfg, tc, out = self.cfg, self.cfg.training, self.out
         out.mkdir(parents=True, exist_ok=True)
-        if self.resume: trim_events(out / "events.jsonl", self.step)
+        if self.resume:
+            trim_events(out / "events.jsonl", self.step)
         atomic_write_text(out / "config.toml", to_toml(cfg))
-        self._event("resume" if self.resume else "start", step=self.step, n_params=self.model.num_params(),
-                    **device_summary(self.device, self.precision), config=to_dict(cfg))
-        if self.schedule_note: self._event("schedule_changed", step=self.step, note=self.schedule_note)
-        self.log(f"model {self.model.num_params()/1e6:.2f} M params | {device_summary(self.device, self.precision)} | "
-                 f"{self.data.meta['n_train_blocks']} train blocks of {self.data.block_size} tokens")
+        self._event(
+            "resume" if self.resume else "start",
+            step=self.step,
+            n_params=self.model.num_params(),
+            **device_summary(self.device, self.precision),
+            config=to_dict(cfg),
+        )
+        if self.schedule_note:
+            self._event("schedule_changed", step=self.step, note=self.schedule_note)
+        self.log(
+            f"model {self.model.num_params() / 1e6:.2f} M params | {device_summary(self.device, self.precision)} | "
+            f"{self.data.meta['n_train_blocks']} train blocks of {self.data.block_size} tokens"
+        )
         stop = tc.max_steps if self.max_run_steps is None else min(tc.max_steps, self.step + self.max_run_steps)
         tok_per_step = tc.batch_size * tc.gradient_accumulation_steps * self.data.block_size
         bar = tqdm(total=tc.max_steps, initial=self.step, disable=not self.progress, desc="train", dynamic_ncols=True)
         t0, steps_since, losses, val = time.perf_counter(), 0, [], None
         while self.step < stop:
-            rec = self.train_step(); steps_since += 1; losses.append(rec["loss"])
-            bar.update(1); bar.set_postfix(loss=f"{rec['loss']:.3f}")
+            rec = self.train_step()
+            steps_since += 1
+            losses.append(rec["loss"])
+            bar.update(1)
+            bar.set_postfix(loss=f"{rec['loss']:.3f}")
             if self.step % tc.log_interval == 0 or self.step == stop:
-                synchronize(self.device); dt = time.perf_counter() - t0
-                ev = self._event("train", step=self.step, loss=rec["loss"], loss_avg=sum(losses) / len(losses), lr=rec["lr"],
-                                 grad_norm=rec.get("grad_norm"), masked_acc=rec.get("masked_acc"),
-                                 tokens_per_sec=round(steps_since * tok_per_step / dt, 1),
-                                 epoch=round(self.sampler.epoch(self.step * tc.gradient_accumulation_steps), 3),
-                                 **memory_stats(self.device))
+                synchronize(self.device)
+                dt = time.perf_counter() - t0
+                ev = self._event(
+                    "train",
+                    step=self.step,
+                    loss=rec["loss"],
+                    loss_avg=sum(losses) / len(losses),
+                    lr=rec["lr"],
+                    grad_norm=rec.get("grad_norm"),
+                    masked_acc=rec.get("masked_acc"),
+                    tokens_per_sec=round(steps_since * tok_per_step / dt, 1),
+                    epoch=round(self.sampler.epoch(self.step * tc.gradient_accumulation_steps), 3),
+                    **memory_stats(self.device),
+                )
                 t0, steps_since, losses = time.perf_counter(), 0, []
             if self.step % tc.eval_interval == 0 or self.step == tc.max_steps:
                 val = self.evaluate()

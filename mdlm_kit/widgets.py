@@ -25,60 +25,104 @@ __all__ = ['LOSS_MASK_PRESETS', 'WidgetError', 'loss_mask_preset', 'anchor_mask_
 class WidgetError(KitError, ValueError):
     "A widget setting outside what the picture can show; the message names it."
 
+
 LOSS_MASK_PRESETS = ("chat", "all", "last-turn", "padded")
+
 
 def loss_mask_preset(name: str, seq_len: int) -> torch.Tensor:
     "A (seq_len,) boolean loss mask of a typical shape: `chat` (two assistant turns), `all`, `last-turn` or `padded`."
     S = seq_len
-    if S < 4: raise WidgetError(f"seq_len must be at least 4, not {S}.")
+    if S < 4:
+        raise WidgetError(f"seq_len must be at least 4, not {S}.")
     m = torch.zeros(S, dtype=torch.bool)
-    if name == "all": m[:] = True
-    elif name == "chat": m[S // 6:S // 2] = True; m[2 * S // 3:] = True
-    elif name == "last-turn": m[2 * S // 3:] = True
-    elif name == "padded": m[S // 6:3 * S // 4] = True
-    else: raise WidgetError(f"unknown loss-mask preset {name!r}: use one of {', '.join(LOSS_MASK_PRESETS)}.")
+    if name == "all":
+        m[:] = True
+    elif name == "chat":
+        m[S // 6 : S // 2] = True
+        m[2 * S // 3 :] = True
+    elif name == "last-turn":
+        m[2 * S // 3 :] = True
+    elif name == "padded":
+        m[S // 6 : 3 * S // 4] = True
+    else:
+        raise WidgetError(f"unknown loss-mask preset {name!r}: use one of {', '.join(LOSS_MASK_PRESETS)}.")
     return m
 
 # %% ../nbs/19_widgets.ipynb #dea4bef2
-def anchor_mask_data(seq_len: int = 32, block_size: int = 4, num_anchors: int = 4, seed: int = 0, preset: str = "chat") -> dict:
-    "Anchors and the DFlash training mask for one sample, from the trainer's `sample_anchors` and `dflash_attention_mask`."
+def anchor_mask_data(
+    seq_len: int = 32, block_size: int = 4, num_anchors: int = 4, seed: int = 0, preset: str = "chat"
+) -> dict:
+    "Anchors and the DFlash training mask for one sample, from"
+    "the trainer's `sample_anchors` and `dflash_attention_mask`."
     loss_mask = loss_mask_preset(preset, seq_len)
     anchors, keep = sample_anchors(loss_mask[None], num_anchors, [seed])
     mask = dflash_attention_mask(anchors, keep, seq_len, block_size)[0]
-    return {"loss_mask": loss_mask, "anchors": anchors[0][keep[0]], "keep": keep[0], "mask": mask,
-            "seq_len": seq_len, "block_size": block_size}
+    return {
+        "loss_mask": loss_mask,
+        "anchors": anchors[0][keep[0]],
+        "keep": keep[0],
+        "mask": mask,
+        "seq_len": seq_len,
+        "block_size": block_size,
+    }
 
-def anchor_mask_figure(seq_len: int = 32, block_size: int = 4, num_anchors: int = 4, seed: int = 0, preset: str = "chat"):
+
+def anchor_mask_figure(
+    seq_len: int = 32, block_size: int = 4, num_anchors: int = 4, seed: int = 0, preset: str = "chat"
+):
     "Figure of the loss mask with anchors (top) and the block attention mask (bottom); returns (fig, data)."
     d = anchor_mask_data(seq_len, block_size, num_anchors, seed, preset)
     S, bs, mask = seq_len, block_size, d["mask"]
-    rows = mask.shape[0]   # num_anchors * block_size query rows: capped, so 256 rows still fit on a screen
+    rows = mask.shape[0]  # num_anchors * block_size query rows: capped, so 256 rows still fit on a screen
     fig = Figure(figsize=(8, min(8.5, 1.8 + 0.12 * rows)), layout="constrained")
     ax0, ax1 = fig.subplots(2, 1, height_ratios=[1, max(3, min(rows / 4, 10))], sharex=True)
-    ax0.imshow(d["loss_mask"][None].float().numpy(), cmap="Greens", vmin=0, vmax=1.4, aspect="auto", extent=(-0.5, S - 0.5, 0, 1))
-    ax0.scatter(d["anchors"].tolist(), [0.5] * len(d["anchors"]), marker="v", color="crimson", s=40, zorder=3, label="anchor")
-    ax0.set_yticks([]); ax0.set_title(f"loss mask ({preset}) and {len(d['anchors'])} anchors", fontsize=9)
+    ax0.imshow(
+        d["loss_mask"][None].float().numpy(),
+        cmap="Greens",
+        vmin=0,
+        vmax=1.4,
+        aspect="auto",
+        extent=(-0.5, S - 0.5, 0, 1),
+    )
+    ax0.scatter(
+        d["anchors"].tolist(), [0.5] * len(d["anchors"]), marker="v", color="crimson", s=40, zorder=3, label="anchor"
+    )
+    ax0.set_yticks([])
+    ax0.set_title(f"loss mask ({preset}) and {len(d['anchors'])} anchors", fontsize=9)
     ax0.legend(loc="upper right", fontsize=7, frameon=False)
-    ax1.imshow(mask.float().numpy(), cmap="Blues", vmin=0, vmax=1.2, aspect="auto", interpolation="nearest",
-               extent=(-0.5, mask.shape[1] - 0.5, mask.shape[0] - 0.5, -0.5))
+    ax1.imshow(
+        mask.float().numpy(),
+        cmap="Blues",
+        vmin=0,
+        vmax=1.2,
+        aspect="auto",
+        interpolation="nearest",
+        extent=(-0.5, mask.shape[1] - 0.5, mask.shape[0] - 0.5, -0.5),
+    )
     ax1.axvline(S - 0.5, color="k", lw=1)
-    for i in range(1, mask.shape[0] // bs): ax1.axhline(i * bs - 0.5, color="grey", lw=0.5)
-    ax1.set_xlabel(f"key position: context 0..{S - 1} | block slots"); ax1.set_ylabel("query: block slot")
+    for i in range(1, mask.shape[0] // bs):
+        ax1.axhline(i * bs - 0.5, color="grey", lw=0.5)
+    ax1.set_xlabel(f"key position: context 0..{S - 1} | block slots")
+    ax1.set_ylabel("query: block slot")
     ax1.set_title("DFlash training mask: context before the anchor + own block, no cross-block", fontsize=9)
     return fig, d
 
 # %% ../nbs/19_widgets.ipynb #d063cdee
 _DRAW_LOCK = threading.RLock()
 
+
 def _interact(fn, **controls):
     "An ipywidgets `interactive` that redraws `fn(**values)` and returns its data (so `.result` is testable)."
     import ipywidgets as W
     from IPython.display import Image, display
+
     class Explorer(W.interactive):
         def update(self, *args):
             # JupyterLab may deliver a slider change on another kernel thread while a redraw is running; one redraw at
             # a time, so a second thread's clear_output cannot land after the first one's figure and blank it
-            with _DRAW_LOCK: super().update(*args)
+            with _DRAW_LOCK:
+                super().update(*args)
+
     def show(**kw):
         # a plain matplotlib Figure, never pyplot's: pyplot's figure list is global, and the inline backend closes
         # every figure in it when a cell ends, even one another thread is still drawing
@@ -87,25 +131,36 @@ def _interact(fn, **controls):
         fig.savefig(buf, format="png", dpi=100)
         display(Image(buf.getvalue()))
         return data
+
     return Explorer(show, **controls)
 
+
 def _float_slider(value: float, lo: float, hi: float, step: float, description: str):
-    "A slider over the exact values lo, lo+step, ..., hi. The browser snaps a FloatSlider's value to its steps in float arithmetic (0.8 comes back as 0.7999999999999999) and sends it back, redrawing while Run All still runs; a selection slider has nothing to snap."
+    """A slider over the exact values lo, lo+step, ..., hi. The browser snaps a FloatSlider's value to its steps in
+    float arithmetic (0.8 comes back as 0.7999999999999999) and sends it back, redrawing while Run All still runs; a
+    selection slider has nothing to snap."""
     import ipywidgets as W
+
     options = [round(lo + i * step, 10) for i in range(round((hi - lo) / step) + 1)]
     if round(value, 10) not in options:
         raise WidgetError(f"{description} = {value} is not one of the slider's values ({lo} to {hi} by {step}).")
     return W.SelectionSlider(options=options, value=round(value, 10), description=description)
 
-def anchor_mask_explorer(seq_len: int = 32, block_size: int = 4, num_anchors: int = 4, seed: int = 0, preset: str = "chat"):
+
+def anchor_mask_explorer(
+    seq_len: int = 32, block_size: int = 4, num_anchors: int = 4, seed: int = 0, preset: str = "chat"
+):
     "Sliders for sequence length, block size, number of anchors, seed, and a loss-mask preset."
     import ipywidgets as W
-    return _interact(anchor_mask_figure,
-                     seq_len=W.IntSlider(seq_len, 8, 128, description="seq len"),
-                     block_size=W.IntSlider(block_size, 2, 16, description="block size"),
-                     num_anchors=W.IntSlider(num_anchors, 1, 16, description="anchors"),
-                     seed=W.IntSlider(seed, 0, 99, description="seed"),
-                     preset=W.Dropdown(options=LOSS_MASK_PRESETS, value=preset, description="loss mask"))
+
+    return _interact(
+        anchor_mask_figure,
+        seq_len=W.IntSlider(seq_len, 8, 128, description="seq len"),
+        block_size=W.IntSlider(block_size, 2, 16, description="block size"),
+        num_anchors=W.IntSlider(num_anchors, 1, 16, description="anchors"),
+        seed=W.IntSlider(seed, 0, 99, description="seed"),
+        preset=W.Dropdown(options=LOSS_MASK_PRESETS, value=preset, description="loss mask"),
+    )
 
 # %% ../nbs/19_widgets.ipynb #ecb10644
 def ttt_mask_figure(seq_len: int = 6, ttt_steps: int = 3):
@@ -117,64 +172,99 @@ def ttt_mask_figure(seq_len: int = 6, ttt_steps: int = 3):
     fig = Figure(figsize=(min(11.0, max(6.0, 2.0 + 0.09 * S * T)), 1.8 + 0.16 * S), layout="constrained")
     ax = fig.subplots()
     ax.imshow(last.float().numpy(), cmap="Purples", vmin=0, vmax=1.2, interpolation="nearest", aspect="auto")
-    for b in range(1, T): ax.axvline(b * S - 0.5, color="k", lw=0.8)
+    for b in range(1, T):
+        ax.axvline(b * S - 0.5, color="k", lw=0.8)
     ax.set_xticks([b * S + (S - 1) / 2 for b in range(T)], [str(b) for b in range(T)])
     ax.set_yticks(range(0, S, max(1, S // 8)))
     ax.set_xlabel("key block: the keys step b wrote (step j's queries see blocks 0..j)")
     ax.set_ylabel("query position t")
-    ax.set_title(f"EAGLE-3 TTT attention, {T} step{'s' if T > 1 else ''}\n"
-                 "causal over step-0 keys, then only its own position", fontsize=9)
+    ax.set_title(
+        f"EAGLE-3 TTT attention, {T} step{'s' if T > 1 else ''}\ncausal over step-0 keys, then only its own position",
+        fontsize=9,
+    )
     return fig, masks
+
 
 def ttt_mask_explorer(seq_len: int = 6, ttt_steps: int = 3):
     "Sliders for sequence length and the number of TTT steps."
     import ipywidgets as W
-    return _interact(ttt_mask_figure, seq_len=W.IntSlider(seq_len, 2, 16, description="seq len"),
-                     ttt_steps=W.IntSlider(ttt_steps, 1, 7, description="TTT steps"))
+
+    return _interact(
+        ttt_mask_figure,
+        seq_len=W.IntSlider(seq_len, 2, 16, description="seq len"),
+        ttt_steps=W.IntSlider(ttt_steps, 1, 7, description="TTT steps"),
+    )
 
 # %% ../nbs/19_widgets.ipynb #e8716c6a
 def _block_valid(block_size: int) -> torch.Tensor:
     "One fully supervised block's `valid` (1, bs), built by the trainer's `dflash_blocks` (slot 0 is the given anchor)."
     ids = torch.zeros(1, block_size, dtype=torch.long)
-    blk = dflash_blocks(ids, torch.ones_like(ids), torch.zeros(1, 1, dtype=torch.long), torch.ones(1, 1, dtype=torch.bool),
-                        block_size, mask_token_id=0)
+    blk = dflash_blocks(
+        ids,
+        torch.ones_like(ids),
+        torch.zeros(1, 1, dtype=torch.long),
+        torch.ones(1, 1, dtype=torch.bool),
+        block_size,
+        mask_token_id=0,
+    )
     return blk["valid"][0]
+
 
 def _weight_bars(xs, weights, color: str, xlabel: str, title: str):
     "A bar chart of per-position weights in [0, 1] with the formula as its title."
     fig = Figure(figsize=(6, 2.5), layout="constrained")
     ax = fig.subplots()
     ax.bar(xs, weights, color=color)
-    ax.set_xlabel(xlabel); ax.set_ylabel("weight"); ax.set_ylim(0, 1.05)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("weight")
+    ax.set_ylim(0, 1.05)
     ax.set_title(title, fontsize=10)
     return fig
+
 
 def decay_weights_figure(block_size: int = 16, gamma: float = 7.0):
     "Bars of the DFlash decay weight per slot; returns (fig, weights of slots 1..B-1)."
     w, _ = dflash_position_weights(_block_valid(block_size), "dflash", gamma)
     w = w[0, 1:].tolist()
-    return _weight_bars(range(1, block_size), w, "tab:blue", "block slot k",
-                        rf"DFlash decay  $w_k = \exp(-(k-1)/\gamma)$,  $\gamma = {gamma:g}$"), w
+    return _weight_bars(
+        range(1, block_size),
+        w,
+        "tab:blue",
+        "block slot k",
+        rf"DFlash decay  $w_k = \exp(-(k-1)/\gamma)$,  $\gamma = {gamma:g}$",
+    ), w
+
 
 def decay_explorer(block_size: int = 16, gamma: float = 7.0):
     "Sliders for the block size and gamma."
     import ipywidgets as W
-    return _interact(decay_weights_figure, block_size=W.IntSlider(block_size, 2, 32, description="block size"),
-                     gamma=_float_slider(gamma, 0.5, 20.0, 0.5, "gamma"))
+
+    return _interact(
+        decay_weights_figure,
+        block_size=W.IntSlider(block_size, 2, 32, description="block size"),
+        gamma=_float_slider(gamma, 0.5, 20.0, 0.5, "gamma"),
+    )
 
 # %% ../nbs/19_widgets.ipynb #184393d5
 def dpace_weights(confidences, alpha: float = 0.5) -> dict:
     "D-PACE weights of slots 1..B-1 for the given per-slot confidences, for each D-PACE loss type."
     q = torch.tensor([1.0] + [float(c) for c in confidences], dtype=torch.float64)[None]
-    if not all(0.0 <= c <= 1.0 for c in q[0].tolist()): raise WidgetError("confidences must lie in [0, 1].")
+    if not all(0.0 <= c <= 1.0 for c in q[0].tolist()):
+        raise WidgetError("confidences must lie in [0, 1].")
     valid = _block_valid(q.shape[1])
-    return {t: dflash_position_weights(valid, t, q=q, alpha=alpha)[0][0, 1:].tolist() for t in LOSS_TYPES if t != "dflash"}
+    return {
+        t: dflash_position_weights(valid, t, q=q, alpha=alpha)[0][0, 1:].tolist() for t in LOSS_TYPES if t != "dflash"
+    }
+
 
 def dpace_weights_figure(confidences: str | list = "0.9, 0.8, 0.7, 0.5, 0.4, 0.3, 0.2", alpha: float = 0.5):
-    "Grouped bars of D-PACE and its two ablations; `confidences` a list or a comma-separated string. Returns (fig, weights)."
+    """Grouped bars of D-PACE and its two ablations; `confidences` a list or a comma-separated string. Returns (fig,
+    weights)."""
     if isinstance(confidences, str):
-        try: confidences = [float(c) for c in confidences.replace(";", ",").split(",") if c.strip()]
-        except ValueError: raise WidgetError(f"confidences must be numbers separated by commas, not {confidences!r}.") from None
+        try:
+            confidences = [float(c) for c in confidences.replace(";", ",").split(",") if c.strip()]
+        except ValueError:
+            raise WidgetError(f"confidences must be numbers separated by commas, not {confidences!r}.") from None
     w = dpace_weights(confidences, alpha)
     k = torch.arange(1, len(confidences) + 1).float()
     fig = Figure(figsize=(7, 2.8), layout="constrained")
@@ -182,15 +272,26 @@ def dpace_weights_figure(confidences: str | list = "0.9, 0.8, 0.7, 0.5, 0.4, 0.3
     for i, (name, ws) in enumerate(w.items()):
         ax.bar((k + (i - 1) * 0.27).numpy(), ws, width=0.27, label=name)
     ax.plot(k.numpy(), confidences, "k.--", lw=0.8, label="confidence $q_k$")
-    ax.set_xlabel("block slot k"); ax.set_ylabel("weight"); ax.legend(fontsize=7, frameon=False)
-    ax.set_title(r"D-PACE  $\bar w_j=\sum_{m\geq j}\prod_{i\leq m}\tilde q_i$,  $\tilde q_i=(1-\alpha)q_i+\alpha$,  " + rf"$\alpha={alpha:g}$", fontsize=10)
+    ax.set_xlabel("block slot k")
+    ax.set_ylabel("weight")
+    ax.legend(fontsize=7, frameon=False)
+    ax.set_title(
+        r"D-PACE  $\bar w_j=\sum_{m\geq j}\prod_{i\leq m}\tilde q_i$,  $\tilde q_i=(1-\alpha)q_i+\alpha$,  "
+        + rf"$\alpha={alpha:g}$",
+        fontsize=10,
+    )
     return fig, w
+
 
 def dpace_explorer(confidences: str = "0.9, 0.8, 0.7, 0.5, 0.4, 0.3, 0.2", alpha: float = 0.5):
     "A text box of per-slot confidences and an alpha slider."
     import ipywidgets as W
-    return _interact(dpace_weights_figure, confidences=W.Text(confidences, description="confidences"),
-                     alpha=_float_slider(alpha, 0.0, 1.0, 0.05, "alpha"))
+
+    return _interact(
+        dpace_weights_figure,
+        confidences=W.Text(confidences, description="confidences"),
+        alpha=_float_slider(alpha, 0.0, 1.0, 0.05, "alpha"),
+    )
 
 # %% ../nbs/19_widgets.ipynb #a63cc746
 def ttt_weights_figure(length: int = 7, decay: float = 0.8):
@@ -198,11 +299,16 @@ def ttt_weights_figure(length: int = 7, decay: float = 0.8):
     w = ttt_step_weights(length, decay)
     return _weight_bars(range(length), w, "tab:purple", "TTT step j", rf"EAGLE-3 TTT  $w_j = {decay:g}^j$"), w
 
+
 def ttt_weights_explorer(length: int = 7, decay: float = 0.8):
     "Sliders for the TTT length and the decay."
     import ipywidgets as W
-    return _interact(ttt_weights_figure, length=W.IntSlider(length, 1, 12, description="TTT length"),
-                     decay=_float_slider(decay, 0.1, 1.0, 0.05, "decay"))
+
+    return _interact(
+        ttt_weights_figure,
+        length=W.IntSlider(length, 1, 12, description="TTT length"),
+        decay=_float_slider(decay, 0.1, 1.0, 0.05, "decay"),
+    )
 
 # %% ../nbs/19_widgets.ipynb #24243e14
 def elbo_weight_figure(t_min: float = 0.02):
@@ -211,12 +317,18 @@ def elbo_weight_figure(t_min: float = 0.02):
     w = elbo_weight(t)
     fig = Figure(figsize=(6, 2.6), layout="constrained")
     ax = fig.subplots()
-    ax.plot(t.numpy(), w.numpy(), label=r"$w(t) = 1/t$"); ax.plot(t.numpy(), (t * w).numpy(), "--", label=r"$t \cdot w(t)$ (masked fraction x weight)")
-    ax.set_yscale("log"); ax.set_xlabel("diffusion time t (fraction masked)"); ax.set_ylabel("weight"); ax.legend(fontsize=8, frameon=False)
+    ax.plot(t.numpy(), w.numpy(), label=r"$w(t) = 1/t$")
+    ax.plot(t.numpy(), (t * w).numpy(), "--", label=r"$t \cdot w(t)$ (masked fraction x weight)")
+    ax.set_yscale("log")
+    ax.set_xlabel("diffusion time t (fraction masked)")
+    ax.set_ylabel("weight")
+    ax.legend(fontsize=8, frameon=False)
     ax.set_title(r"MDLM ELBO weight $-\alpha'_t/(1-\alpha_t)$ for $\alpha_t = 1-t$", fontsize=10)
     return fig, (t, w)
+
 
 def elbo_weight_explorer(t_min: float = 0.02):
     "A slider for the smallest time shown."
     import ipywidgets as W
+
     return _interact(elbo_weight_figure, t_min=_float_slider(t_min, 0.001, 0.5, 0.001, "t min"))

@@ -1,4 +1,5 @@
 import os
+
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -40,14 +41,17 @@ save_interval = 2
 keep_last = 2
 """
 
+
 @pytest.fixture(scope="session")
 def corpus_file(tmp_path_factory) -> Path:
     "About 80 KB of real English: Python's reference topics."
     import pydoc_data.topics
+
     topics = pydoc_data.topics.topics
     p = tmp_path_factory.mktemp("corpus") / "topics.txt"
     p.write_text("\n\n".join(topics[k] for k in sorted(topics)[:20]), encoding="utf-8")
     return p
+
 
 @pytest.fixture
 def tiny_config(tmp_path, corpus_file) -> Path:
@@ -55,37 +59,60 @@ def tiny_config(tmp_path, corpus_file) -> Path:
     p.write_text(TINY.format(corpus=corpus_file))
     return p
 
+
 def read_events(run_dir: Path, kind: str | None = None) -> list[dict]:
     evs = [json.loads(l) for l in (Path(run_dir) / "events.jsonl").read_text().splitlines() if l.strip()]
     return [e for e in evs if kind is None or e["event"] == kind]
 
+
 def tree_digest(path: Path) -> dict:
-    "Every file's contents, every link's target and every directory under `path`: proof that a failed command changed nothing."
+    """Every file's contents, every link's target and every directory under `path`: proof that a failed command changed
+    nothing."""
     import hashlib
+
     out = {}
     for p in sorted(Path(path).rglob("*")):
         key = str(p.relative_to(path))
-        if p.is_symlink(): out[key] = "link -> " + os.readlink(p)
-        elif p.is_dir(): out[key] = "dir"
-        else: out[key] = hashlib.sha256(p.read_bytes()).hexdigest()
+        if p.is_symlink():
+            out[key] = "link -> " + os.readlink(p)
+        elif p.is_dir():
+            out[key] = "dir"
+        else:
+            out[key] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
+
 
 # The browser tests drive Debian's chromium here; elsewhere (GitHub's runners) point this at any Chromium binary,
 # e.g. the one `python -m playwright install chromium` downloads.
 CHROMIUM = os.environ.get("MDLM_KIT_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_MISSING = (f"no browser at {CHROMIUM}: install it with `apt-get install -y chromium` (make test does this as root), "
-                    "or set MDLM_KIT_CHROMIUM to a Chromium binary; playwright itself needs no `playwright install`.")
+CHROMIUM_MISSING = (
+    f"no browser at {CHROMIUM}: install it with `apt-get install -y chromium` (make test does this as root), "
+    "or set MDLM_KIT_CHROMIUM to a Chromium binary; playwright itself needs no `playwright install`."
+)
+
 
 def save_tiny_target_and_chat(directory: Path, arch: str = "llama", n: int = 6):
-    "A tiny target saved to DIR/t and a chat file DIR/chat.jsonl of n conversations (Python's reference topics as answers)."
+    """A tiny target saved to DIR/t and a chat file DIR/chat.jsonl of n conversations (Python's reference topics as
+    answers)."""
     import pydoc_data.topics
     from mdlm_kit.targets import tiny_target
+
     tgt = tiny_target(arch, num_layers=5)
     tgt.model.save_pretrained(directory / "t")
     tgt.tokenizer.save_pretrained(directory / "t")
     topics = pydoc_data.topics.topics
     with open(directory / "chat.jsonl", "w") as f:
         for i, k in enumerate(sorted(topics)[:n]):
-            f.write(json.dumps({"id": f"c{i}", "conversations": [{"role": "user", "content": f"Explain {k}."},
-                                                                  {"role": "assistant", "content": topics[k][:300]}]}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"c{i}",
+                        "conversations": [
+                            {"role": "user", "content": f"Explain {k}."},
+                            {"role": "assistant", "content": topics[k][:300]},
+                        ],
+                    }
+                )
+                + "\n"
+            )
     return tgt

@@ -1,6 +1,7 @@
 """The bad-input suite: every case goes through the `mdlm-kit` command line and must end with exit code 2, a message
 that names the problem, and every existing file in the workspace (a trained run, chat data, features, a drafter)
 byte-for-byte unchanged."""
+
 import json, os, pickle, shutil
 from pathlib import Path
 import pytest
@@ -15,15 +16,38 @@ def ws(tmp_path_factory, corpus_file):
     from mdlm_kit.targets import tiny_target
     from mdlm_kit.dflash import DFlashConfig, DFlashDraftModel
     from test_dflash import _chat_file
+
     w = tmp_path_factory.mktemp("ws")
     (w / "tiny.toml").write_text(TINY.format(corpus=corpus_file))
     assert main(["train", "--config", str(w / "tiny.toml"), "--output-dir", str(w / "run"), "--no-progress"]) == 0
     tgt = tiny_target("qwen3", num_layers=5)
-    tgt.model.save_pretrained(w / "target"); tgt.tokenizer.save_pretrained(w / "target")
+    tgt.model.save_pretrained(w / "target")
+    tgt.tokenizer.save_pretrained(w / "target")
     _chat_file(w / "chat.jsonl", n=6)
-    assert main(["hidden-states", "--target", str(w / "target"), "--data", str(w / "chat.jsonl"), "--output", str(w / "feats"),
-                 "--layers", "1,3", "--dtype", "fp32", "--device", "cpu", "--no-progress"]) == 0
-    DFlashDraftModel(DFlashConfig.from_target(tgt.config, mask_token_id=0, block_size=4, num_feature_layers=2)).save_pretrained(w / "draft")
+    assert (
+        main(
+            [
+                "hidden-states",
+                "--target",
+                str(w / "target"),
+                "--data",
+                str(w / "chat.jsonl"),
+                "--output",
+                str(w / "feats"),
+                "--layers",
+                "1,3",
+                "--dtype",
+                "fp32",
+                "--device",
+                "cpu",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
+    DFlashDraftModel(
+        DFlashConfig.from_target(tgt.config, mask_token_id=0, block_size=4, num_feature_layers=2)
+    ).save_pretrained(w / "draft")
     (w / "prompts.jsonl").write_text(json.dumps({"turns": ["hello"]}) + "\n")
     (w / "notes.txt").write_text("keep me\n")
     return w
@@ -36,90 +60,380 @@ def _write(path: Path, content) -> str:
 
 
 class Evil:
-    def __reduce__(self): return (os.system, ("touch /tmp/mdlm_kit_pwned",))
+    def __reduce__(self):
+        return (os.system, ("touch /tmp/mdlm_kit_pwned",))
 
 
 def _drafter(w, extra, cmd="train-dflash"):
-    return [cmd, "--target-model-path", f"{w}/target", "--output-dir", f"{w}/new_run", "--device", "cpu", "--no-progress", *extra]
+    return [
+        cmd,
+        "--target-model-path",
+        f"{w}/target",
+        "--output-dir",
+        f"{w}/new_run",
+        "--device",
+        "cpu",
+        "--no-progress",
+        *extra,
+    ]
 
 
 # (case id, function(ws, bad_dir) -> argv, expected message fragment)
 CASES = [
     # configs
-    ("config-missing", lambda w, b: ["train", "--config", f"{b}/nope.toml", "--output-dir", f"{w}/x"], "nope.toml' does not exist"),
-    ("config-unknown-key", lambda w, b: ["train", "--config", _write(b / "c.toml", '[model]\nn_layers = 2\n'), "--output-dir", f"{w}/x"], "n_layers"),
-    ("config-wrong-type", lambda w, b: ["train", "--config", _write(b / "c.toml", '[model]\nn_layer = "four"\n'), "--output-dir", f"{w}/x"], "n_layer"),
-    ("config-not-toml", lambda w, b: ["train", "--config", _write(b / "c.toml", "[model\nn_layer = 2\n"), "--output-dir", f"{w}/x"], "is not valid TOML"),
-    ("set-without-value", lambda w, b: ["train", "--config", f"{w}/tiny.toml", "--set", "training.learning_rate", "--output-dir", f"{w}/x"], "section.key=value"),
-    ("set-unknown-key", lambda w, b: ["train", "--config", f"{w}/tiny.toml", "--set", "training.lr=1", "--output-dir", f"{w}/x"], "training.lr"),
-    ("fp16-on-cpu", lambda w, b: ["train", "--config", f"{w}/tiny.toml", "--precision", "fp16", "--output-dir", f"{w}/x"], "refused"),
-    ("unknown-device", lambda w, b: ["train", "--config", f"{w}/tiny.toml", "--device", "tpu", "--output-dir", f"{w}/x"], "'device': must be one of"),
+    (
+        "config-missing",
+        lambda w, b: ["train", "--config", f"{b}/nope.toml", "--output-dir", f"{w}/x"],
+        "nope.toml' does not exist",
+    ),
+    (
+        "config-unknown-key",
+        lambda w, b: ["train", "--config", _write(b / "c.toml", '[model]\nn_layers = 2\n'), "--output-dir", f"{w}/x"],
+        "n_layers",
+    ),
+    (
+        "config-wrong-type",
+        lambda w, b: [
+            "train",
+            "--config",
+            _write(b / "c.toml", '[model]\nn_layer = "four"\n'),
+            "--output-dir",
+            f"{w}/x",
+        ],
+        "n_layer",
+    ),
+    (
+        "config-not-toml",
+        lambda w, b: ["train", "--config", _write(b / "c.toml", "[model\nn_layer = 2\n"), "--output-dir", f"{w}/x"],
+        "is not valid TOML",
+    ),
+    (
+        "set-without-value",
+        lambda w, b: [
+            "train",
+            "--config",
+            f"{w}/tiny.toml",
+            "--set",
+            "training.learning_rate",
+            "--output-dir",
+            f"{w}/x",
+        ],
+        "section.key=value",
+    ),
+    (
+        "set-unknown-key",
+        lambda w, b: ["train", "--config", f"{w}/tiny.toml", "--set", "training.lr=1", "--output-dir", f"{w}/x"],
+        "training.lr",
+    ),
+    (
+        "fp16-on-cpu",
+        lambda w, b: ["train", "--config", f"{w}/tiny.toml", "--precision", "fp16", "--output-dir", f"{w}/x"],
+        "refused",
+    ),
+    (
+        "unknown-device",
+        lambda w, b: ["train", "--config", f"{w}/tiny.toml", "--device", "tpu", "--output-dir", f"{w}/x"],
+        "'device': must be one of",
+    ),
     # corpora
-    ("corpus-missing", lambda w, b: ["train", "--config", f"{w}/tiny.toml", "--set", f"data.corpus=\"{b}/none.txt\"", "--output-dir", f"{w}/x"], "does not exist"),
-    ("corpus-empty", lambda w, b: ["train", "--config", f"{w}/tiny.toml", "--set", "data.corpus=\"" + _write(b / "e.txt", "") + "\"", "--output-dir", f"{w}/x"], "empty"),
-    ("corpus-not-utf8", lambda w, b: ["train", "--config", f"{w}/tiny.toml", "--set", "data.corpus=\"" + _write(b / "bin.txt", b"\xff\xfe\x00bad" * 50) + "\"", "--output-dir", f"{w}/x"], "UTF-8"),
-    ("corpus-bad-jsonl", lambda w, b: ["train", "--config", f"{w}/tiny.toml", "--set", "data.corpus=\"" + _write(b / "c.jsonl", '{"text": "a"}\n{oops\n') + "\"", "--output-dir", f"{w}/x"], "not valid JSON"),
-    ("corpus-jsonl-no-field", lambda w, b: ["train", "--config", f"{w}/tiny.toml", "--set", "data.corpus=\"" + _write(b / "c.jsonl", '{"body": "a"}\n') + "\"", "--output-dir", f"{w}/x"], "text_field"),
+    (
+        "corpus-missing",
+        lambda w, b: [
+            "train",
+            "--config",
+            f"{w}/tiny.toml",
+            "--set",
+            f"data.corpus=\"{b}/none.txt\"",
+            "--output-dir",
+            f"{w}/x",
+        ],
+        "does not exist",
+    ),
+    (
+        "corpus-empty",
+        lambda w, b: [
+            "train",
+            "--config",
+            f"{w}/tiny.toml",
+            "--set",
+            "data.corpus=\"" + _write(b / "e.txt", "") + "\"",
+            "--output-dir",
+            f"{w}/x",
+        ],
+        "empty",
+    ),
+    (
+        "corpus-not-utf8",
+        lambda w, b: [
+            "train",
+            "--config",
+            f"{w}/tiny.toml",
+            "--set",
+            "data.corpus=\"" + _write(b / "bin.txt", b"\xff\xfe\x00bad" * 50) + "\"",
+            "--output-dir",
+            f"{w}/x",
+        ],
+        "UTF-8",
+    ),
+    (
+        "corpus-bad-jsonl",
+        lambda w, b: [
+            "train",
+            "--config",
+            f"{w}/tiny.toml",
+            "--set",
+            "data.corpus=\"" + _write(b / "c.jsonl", '{"text": "a"}\n{oops\n') + "\"",
+            "--output-dir",
+            f"{w}/x",
+        ],
+        "not valid JSON",
+    ),
+    (
+        "corpus-jsonl-no-field",
+        lambda w, b: [
+            "train",
+            "--config",
+            f"{w}/tiny.toml",
+            "--set",
+            "data.corpus=\"" + _write(b / "c.jsonl", '{"body": "a"}\n') + "\"",
+            "--output-dir",
+            f"{w}/x",
+        ],
+        "text_field",
+    ),
     # runs and checkpoints
     ("run-exists", lambda w, b: ["train", "--config", f"{w}/tiny.toml", "--output-dir", f"{w}/run"], "already holds"),
-    ("resume-changed-lr", lambda w, b: ["train", "--config", f"{w}/tiny.toml", "--output-dir", f"{w}/run", "--resume", "--set", "training.learning_rate=0.1"], "learning_rate"),
+    (
+        "resume-changed-lr",
+        lambda w, b: [
+            "train",
+            "--config",
+            f"{w}/tiny.toml",
+            "--output-dir",
+            f"{w}/run",
+            "--resume",
+            "--set",
+            "training.learning_rate=0.1",
+        ],
+        "learning_rate",
+    ),
     ("checkpoint-missing", lambda w, b: ["sample", "--checkpoint", f"{b}/none"], "none' does not exist"),
     ("checkpoint-truncated", lambda w, b: ["sample", "--checkpoint", _trunc(w, b)], "model.safetensors"),
     ("checkpoint-pickled", lambda w, b: ["sample", "--checkpoint", _pickled(w, b)], "model.safetensors"),
     ("checkpoint-foreign", lambda w, b: ["sample", "--checkpoint", f"{w}/draft"], "not an mdlm_kit diffusion model"),
-    ("tokenizer-swapped", lambda w, b: ["sample", "--checkpoint", _swapped_tok(w, b)], "not the one the model was trained with"),
-    ("eval-text-missing", lambda w, b: ["eval", "--checkpoint", f"{w}/run/inference", "--text", f"{b}/none.txt"], "does not exist"),
+    (
+        "tokenizer-swapped",
+        lambda w, b: ["sample", "--checkpoint", _swapped_tok(w, b)],
+        "not the one the model was trained with",
+    ),
+    (
+        "eval-text-missing",
+        lambda w, b: ["eval", "--checkpoint", f"{w}/run/inference", "--text", f"{b}/none.txt"],
+        "does not exist",
+    ),
     # chat data
     ("chat-missing", lambda w, b: _drafter(w, ["--train-data-path", f"{b}/none.jsonl"]), "none.jsonl' does not exist"),
-    ("chat-bad-json", lambda w, b: _drafter(w, ["--train-data-path", _write(b / "c.jsonl", json.dumps({"conversations": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}) + '\n{oops\n')]), ":2"),
-    ("chat-unknown-role", lambda w, b: _drafter(w, ["--train-data-path", _write(b / "c.jsonl", json.dumps({"conversations": [{"role": "wizard", "content": "hi"}]}) + "\n")]), "wizard"),
-    ("chat-no-assistant", lambda w, b: _drafter(w, ["--train-data-path", _write(b / "c.jsonl", json.dumps({"conversations": [{"role": "user", "content": "hi"}]}) + "\n")]), "assistant"),
-    ("make-chat-prompts-missing", lambda w, b: ["make-chat-data", "--target", f"{w}/target", "--prompts", f"{b}/none.jsonl", "--output", f"{w}/chat.jsonl"], "none.jsonl' does not exist"),
+    (
+        "chat-bad-json",
+        lambda w, b: _drafter(
+            w,
+            [
+                "--train-data-path",
+                _write(
+                    b / "c.jsonl",
+                    json.dumps(
+                        {"conversations": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}
+                    )
+                    + '\n{oops\n',
+                ),
+            ],
+        ),
+        ":2",
+    ),
+    (
+        "chat-unknown-role",
+        lambda w, b: _drafter(
+            w,
+            [
+                "--train-data-path",
+                _write(b / "c.jsonl", json.dumps({"conversations": [{"role": "wizard", "content": "hi"}]}) + "\n"),
+            ],
+        ),
+        "wizard",
+    ),
+    (
+        "chat-no-assistant",
+        lambda w, b: _drafter(
+            w,
+            [
+                "--train-data-path",
+                _write(b / "c.jsonl", json.dumps({"conversations": [{"role": "user", "content": "hi"}]}) + "\n"),
+            ],
+        ),
+        "assistant",
+    ),
+    (
+        "make-chat-prompts-missing",
+        lambda w, b: [
+            "make-chat-data",
+            "--target",
+            f"{w}/target",
+            "--prompts",
+            f"{b}/none.jsonl",
+            "--output",
+            f"{w}/chat.jsonl",
+        ],
+        "none.jsonl' does not exist",
+    ),
     # hidden-state stores
     ("features-no-index", lambda w, b: _drafter(w, ["--train-hidden-states-path", str(_mkdir(b / "f"))]), "index.json"),
     ("features-incomplete", lambda w, b: _drafter(w, ["--train-hidden-states-path", _incomplete(w, b)]), "incomplete"),
-    ("features-wrong-layers", lambda w, b: _drafter(w, ["--train-hidden-states-path", f"{w}/feats", "--num-feature-layers", "3"]), "--layers"),
-    ("features-target-missing", lambda w, b: ["hidden-states", "--target", f"{b}/none", "--data", f"{w}/chat.jsonl", "--output", f"{b}/f"], "is neither a model directory"),
+    (
+        "features-wrong-layers",
+        lambda w, b: _drafter(w, ["--train-hidden-states-path", f"{w}/feats", "--num-feature-layers", "3"]),
+        "--layers",
+    ),
+    (
+        "features-target-missing",
+        lambda w, b: ["hidden-states", "--target", f"{b}/none", "--data", f"{w}/chat.jsonl", "--output", f"{b}/f"],
+        "is neither a model directory",
+    ),
     # drafter flags
-    ("block-size-1", lambda w, b: _drafter(w, ["--train-data-path", f"{w}/chat.jsonl", "--block-size", "1"]), "--block-size must be at least 2"),
-    ("loss-type-unknown", lambda w, b: _drafter(w, ["--train-data-path", f"{w}/chat.jsonl", "--loss-type", "focal"]), "--loss-type must be one of"),
-    ("dpace-alpha-out-of-range", lambda w, b: _drafter(w, ["--train-data-path", f"{w}/chat.jsonl", "--loss-type", "dpace", "--dpace-alpha", "2"]), "alpha"),
-    ("attention-backend-unknown", lambda w, b: _drafter(w, ["--train-data-path", f"{w}/chat.jsonl", "--attention-backend", "magic"]), "--attention-backend must be one of"),
-    ("eagle3-draft-vocab-too-big", lambda w, b: _drafter(w, ["--train-data-path", f"{w}/chat.jsonl", "--draft-vocab-size", "-5"], "train-eagle3"), "--draft-vocab-size must be"),
-    ("eagle3-ttt-length-0", lambda w, b: _drafter(w, ["--train-data-path", f"{w}/chat.jsonl", "--ttt-length", "0"], "train-eagle3"), "--ttt-length must be at least 1"),
-    ("drafter-run-exists", lambda w, b: ["train-dflash", "--target-model-path", f"{w}/target", "--train-data-path", f"{w}/chat.jsonl",
-                                        "--output-dir", f"{w}/run", "--device", "cpu"], "already"),
+    (
+        "block-size-1",
+        lambda w, b: _drafter(w, ["--train-data-path", f"{w}/chat.jsonl", "--block-size", "1"]),
+        "--block-size must be at least 2",
+    ),
+    (
+        "loss-type-unknown",
+        lambda w, b: _drafter(w, ["--train-data-path", f"{w}/chat.jsonl", "--loss-type", "focal"]),
+        "--loss-type must be one of",
+    ),
+    (
+        "dpace-alpha-out-of-range",
+        lambda w, b: _drafter(
+            w, ["--train-data-path", f"{w}/chat.jsonl", "--loss-type", "dpace", "--dpace-alpha", "2"]
+        ),
+        "alpha",
+    ),
+    (
+        "attention-backend-unknown",
+        lambda w, b: _drafter(w, ["--train-data-path", f"{w}/chat.jsonl", "--attention-backend", "magic"]),
+        "--attention-backend must be one of",
+    ),
+    (
+        "eagle3-draft-vocab-too-big",
+        lambda w, b: _drafter(w, ["--train-data-path", f"{w}/chat.jsonl", "--draft-vocab-size", "-5"], "train-eagle3"),
+        "--draft-vocab-size must be",
+    ),
+    (
+        "eagle3-ttt-length-0",
+        lambda w, b: _drafter(w, ["--train-data-path", f"{w}/chat.jsonl", "--ttt-length", "0"], "train-eagle3"),
+        "--ttt-length must be at least 1",
+    ),
+    (
+        "drafter-run-exists",
+        lambda w, b: [
+            "train-dflash",
+            "--target-model-path",
+            f"{w}/target",
+            "--train-data-path",
+            f"{w}/chat.jsonl",
+            "--output-dir",
+            f"{w}/run",
+            "--device",
+            "cpu",
+        ],
+        "already",
+    ),
     # speculative decoding
-    ("speculate-not-a-drafter", lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/run/inference", "--prompts", f"{w}/prompts.jsonl"], "not a saved DFlash or EAGLE-3 drafter"),
-    ("speculate-zero-draft-tokens", lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--num-draft-tokens", "0"], "--num-draft-tokens must be at least 1"),
-    ("speculate-top-p", lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--top-p", "0", "--temperature", "-1"], "--top-p must be in (0, 1]"),
-    ("speculate-prompts-missing", lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--prompts", f"{b}/none.jsonl"], "none.jsonl' does not exist"),
+    (
+        "speculate-not-a-drafter",
+        lambda w, b: [
+            "speculate",
+            "--target",
+            f"{w}/target",
+            "--draft",
+            f"{w}/run/inference",
+            "--prompts",
+            f"{w}/prompts.jsonl",
+        ],
+        "not a saved DFlash or EAGLE-3 drafter",
+    ),
+    (
+        "speculate-zero-draft-tokens",
+        lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--num-draft-tokens", "0"],
+        "--num-draft-tokens must be at least 1",
+    ),
+    (
+        "speculate-top-p",
+        lambda w, b: [
+            "speculate",
+            "--target",
+            f"{w}/target",
+            "--draft",
+            f"{w}/draft",
+            "--top-p",
+            "0",
+            "--temperature",
+            "-1",
+        ],
+        "--top-p must be in (0, 1]",
+    ),
+    (
+        "speculate-prompts-missing",
+        lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--prompts", f"{b}/none.jsonl"],
+        "none.jsonl' does not exist",
+    ),
     # playground flags
     ("playground-port", lambda w, b: ["playground", "--checkpoint", f"{w}/run/inference", "--port", "70000"], "--port"),
     ("playground-checkpoint", lambda w, b: ["playground", "--checkpoint", f"{b}/none"], "not an inference directory"),
-    ("playground-target-alone", lambda w, b: ["playground", "--checkpoint", f"{w}/run/inference", "--target", f"{w}/target"], "go together"),
+    (
+        "playground-target-alone",
+        lambda w, b: ["playground", "--checkpoint", f"{w}/run/inference", "--target", f"{w}/target"],
+        "go together",
+    ),
 ]
 
 
-def _mkdir(p: Path) -> Path: p.mkdir(parents=True, exist_ok=True); return p
+def _mkdir(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
 
 def _copy_inf(w, b, name):
-    d = b / name; shutil.copytree(w / "run" / "inference", d); return d
+    d = b / name
+    shutil.copytree(w / "run" / "inference", d)
+    return d
+
 
 def _trunc(w, b):
-    d = _copy_inf(w, b, "trunc"); f = d / "model.safetensors"; f.write_bytes(f.read_bytes()[:100]); return str(d)
+    d = _copy_inf(w, b, "trunc")
+    f = d / "model.safetensors"
+    f.write_bytes(f.read_bytes()[:100])
+    return str(d)
+
 
 def _pickled(w, b):
-    d = _copy_inf(w, b, "pickled"); (d / "model.safetensors").write_bytes(pickle.dumps(Evil())); return str(d)
+    d = _copy_inf(w, b, "pickled")
+    (d / "model.safetensors").write_bytes(pickle.dumps(Evil()))
+    return str(d)
+
 
 def _swapped_tok(w, b):
     from mdlm_kit.tokenizer import train_tokenizer
+
     d = _copy_inf(w, b, "swapped")
-    train_tokenizer(["a completely different tiny corpus, " * 50], vocab_size=300).save_pretrained(str(d)); return str(d)
+    train_tokenizer(["a completely different tiny corpus, " * 50], vocab_size=300).save_pretrained(str(d))
+    return str(d)
+
 
 def _incomplete(w, b):
-    d = b / "inc"; shutil.copytree(w / "feats", d)
-    idx = json.loads((d / "index.json").read_text()); idx["complete"] = False; (d / "index.json").write_text(json.dumps(idx))
+    d = b / "inc"
+    shutil.copytree(w / "feats", d)
+    idx = json.loads((d / "index.json").read_text())
+    idx["complete"] = False
+    (d / "index.json").write_text(json.dumps(idx))
     return str(d)
 
 
@@ -127,9 +441,12 @@ def _incomplete(w, b):
 def test_bad_input(ws, tmp_path, capsys, case, argv, message):
     args = argv(ws, tmp_path)
     before = tree_digest(ws)
-    flag = Path("/tmp/mdlm_kit_pwned"); flag.unlink(missing_ok=True)
-    try: rc = main([str(a) for a in args])
-    except SystemExit as e: rc = e.code                    # argparse's own refusals exit 2 as well
+    flag = Path("/tmp/mdlm_kit_pwned")
+    flag.unlink(missing_ok=True)
+    try:
+        rc = main([str(a) for a in args])
+    except SystemExit as e:
+        rc = e.code  # argparse's own refusals exit 2 as well
     err = capsys.readouterr().err
     assert rc == 2, f"{case}: exit code {rc}\n{err}"
     assert message in err, f"{case}: message does not mention {message!r}:\n{err}"
@@ -141,7 +458,8 @@ def test_bad_input(ws, tmp_path, capsys, case, argv, message):
 def test_every_command_has_bad_input_cases(ws, tmp_path):
     "Each subcommand that reads files or flags is exercised by at least one case above."
     from mdlm_kit.cli import make_parser
+
     sub = next(a for a in make_parser()._actions if a.dest == "command")
     covered = {argv(ws, tmp_path / case)[0] for case, argv, _ in CASES}
-    missing = set(sub.choices) - covered - {"quickstart", "prepare"}      # those two are `train` with a built-in config
+    missing = set(sub.choices) - covered - {"quickstart", "prepare"}  # those two are `train` with a built-in config
     assert not missing, f"no bad-input case for: {sorted(missing)}"

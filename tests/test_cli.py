@@ -1,4 +1,5 @@
 "The command line end to end on a tiny config: train, resume, sample, eval, and every bad input with its message."
+
 import json, shutil, subprocess, sys
 from pathlib import Path
 import pytest
@@ -6,10 +7,12 @@ import torch
 from conftest import read_events, tree_digest
 from mdlm_kit.cli import main
 
+
 def run(args, capsys):
     rc = main([str(a) for a in args])
     out = capsys.readouterr()
     return rc, out.out, out.err
+
 
 @pytest.fixture
 def trained(tmp_path, tiny_config, capsys):
@@ -18,9 +21,14 @@ def trained(tmp_path, tiny_config, capsys):
     assert rc == 0, err
     return out
 
+
 def test_run_directory_layout(trained):
     assert (trained / "config.toml").is_file()
-    assert sorted(p.name for p in (trained / "checkpoints").iterdir()) == ["latest", "step_00000004.pt", "step_00000006.pt"]
+    assert sorted(p.name for p in (trained / "checkpoints").iterdir()) == [
+        "latest",
+        "step_00000004.pt",
+        "step_00000006.pt",
+    ]
     assert (trained / "checkpoints" / "latest").read_text().strip() == "step_00000006.pt"
     assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in (trained / "inference").iterdir()}
     kinds = [e["event"] for e in read_events(trained)]
@@ -30,30 +38,50 @@ def test_run_directory_layout(trained):
     cfg = json.loads((trained / "inference" / "config.json").read_text())
     assert cfg["model_type"] == "mdlm_kit_diffusion" and cfg["vocab_size"] == 400 and cfg["mask_token_id"] == 3
 
+
 def test_config_toml_reruns_the_same_experiment(trained, tmp_path, capsys):
-    rc, _, err = run(["train", "--config", trained / "config.toml", "--output-dir", tmp_path / "again", "--no-progress"], capsys)
+    rc, _, err = run(
+        ["train", "--config", trained / "config.toml", "--output-dir", tmp_path / "again", "--no-progress"], capsys
+    )
     assert rc == 0, err
-    assert [e["loss"] for e in read_events(trained, "train")] == [e["loss"] for e in read_events(tmp_path / "again", "train")]
+    assert [e["loss"] for e in read_events(trained, "train")] == [
+        e["loss"] for e in read_events(tmp_path / "again", "train")
+    ]
+
 
 def test_resume_equals_uninterrupted(trained, tmp_path, tiny_config, capsys):
     part = tmp_path / "part"
-    assert run(["train", "--config", tiny_config, "--output-dir", part, "--max-run-steps", "3", "--no-progress"], capsys)[0] == 0
+    assert (
+        run(["train", "--config", tiny_config, "--output-dir", part, "--max-run-steps", "3", "--no-progress"], capsys)[
+            0
+        ]
+        == 0
+    )
     assert read_events(part)[-1]["event"] == "paused"
     assert run(["train", "--config", tiny_config, "--output-dir", part, "--resume", "--no-progress"], capsys)[0] == 0
     assert [e["loss"] for e in read_events(part, "train")] == [e["loss"] for e in read_events(trained, "train")]
-    assert [e["elbo_nats_per_token"] for e in read_events(part, "validation")] == \
-           [e["elbo_nats_per_token"] for e in read_events(trained, "validation")]
+    assert [e["elbo_nats_per_token"] for e in read_events(part, "validation")] == [
+        e["elbo_nats_per_token"] for e in read_events(trained, "validation")
+    ]
     a = torch.load(trained / "checkpoints" / "step_00000006.pt", weights_only=True)
     b = torch.load(part / "checkpoints" / "step_00000006.pt", weights_only=True)
-    for k in a["model"]: assert torch.equal(a["model"][k], b["model"][k]), k
+    for k in a["model"]:
+        assert torch.equal(a["model"][k], b["model"][k]), k
+
 
 def test_resume_after_crash_discards_events_past_the_checkpoint(trained, capsys):
     # simulate a crash after step 6's events but with 'latest' still at step 4
     (trained / "checkpoints" / "latest").write_text("step_00000004.pt\n")
     (trained / "checkpoints" / "step_00000006.pt").unlink()
     before = [e["loss"] for e in read_events(trained, "train")]
-    assert run(["train", "--config", trained / "config.toml", "--output-dir", trained, "--resume", "--no-progress"], capsys)[0] == 0
+    assert (
+        run(
+            ["train", "--config", trained / "config.toml", "--output-dir", trained, "--resume", "--no-progress"], capsys
+        )[0]
+        == 0
+    )
     assert [e["loss"] for e in read_events(trained, "train")] == before
+
 
 def test_run_stopped_before_its_first_checkpoint_resumes_from_step_0(trained, tmp_path, tiny_config, capsys):
     # a crash after the start event (and data preparation) but before the first save: not a new run, and nothing to load
@@ -70,22 +98,30 @@ def test_run_stopped_before_its_first_checkpoint_resumes_from_step_0(trained, tm
     b = torch.load(crashed / "checkpoints" / "step_00000006.pt", weights_only=True)["model"]
     assert all(torch.equal(a[k], b[k]) for k in a)
 
+
 def test_sample_and_eval(trained, corpus_file, capsys):
     inf = trained / "inference"
-    rc, out1, err = run(["sample", "--checkpoint", inf, "--prompt", "The for", "--length", "12", "--steps", "6", "--seed", "3"], capsys)
+    rc, out1, err = run(
+        ["sample", "--checkpoint", inf, "--prompt", "The for", "--length", "12", "--steps", "6", "--seed", "3"], capsys
+    )
     assert rc == 0, err
     assert out1.startswith("The for"), out1
-    rc, out2, _ = run(["sample", "--checkpoint", inf, "--prompt", "The for", "--length", "12", "--steps", "6", "--seed", "3"], capsys)
+    rc, out2, _ = run(
+        ["sample", "--checkpoint", inf, "--prompt", "The for", "--length", "12", "--steps", "6", "--seed", "3"], capsys
+    )
     assert out1 == out2 and "░" not in out1
     rc, out, err = run(["eval", "--checkpoint", inf, "--text", corpus_file, "--levels", "2"], capsys)
     assert rc == 0, err
     res = json.loads(out)
     text = corpus_file.read_text()
     assert res["n_chars"] == len(text)
-    assert res["bits_per_char"] == pytest.approx(res["elbo_nats_per_token"] * res["n_tokens"] / len(text) / 0.6931471805599453, rel=1e-4)
+    assert res["bits_per_char"] == pytest.approx(
+        res["elbo_nats_per_token"] * res["n_tokens"] / len(text) / 0.6931471805599453, rel=1e-4
+    )
     assert 0 < res["elbo_nats_per_token"] < 10
     assert res["objective"] == "mdlm" and res["nats_per_token"] == res["elbo_nats_per_token"]
     assert 0 <= res["quadrature_error"] < 0.5
+
 
 def test_console_script_help():
     exe = Path(sys.executable).parent / "mdlm-kit"
@@ -93,152 +129,303 @@ def test_console_script_help():
         r = subprocess.run([str(exe), cmd, "--help"], capture_output=True, text=True)
         assert r.returncode == 0 and "--" in r.stdout, r.stderr
 
+
 # ---------------------------------------------------------------- bad input: message, exit code 2, nothing lost
+
 
 def expect_error(capsys, args, *needles):
     rc, out, err = run(args, capsys)
     assert rc == 2, (rc, out, err)
-    for n in needles: assert n in err, err
+    for n in needles:
+        assert n in err, err
     return err
+
 
 def test_existing_run_is_not_overwritten(trained, tiny_config, capsys):
     before = tree_digest(trained)
     expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", trained], "already holds a run", "--resume")
     assert tree_digest(trained) == before
 
+
 def test_resume_refuses_changed_model_and_optimizer(trained, capsys):
     before = tree_digest(trained)
     cfg = trained / "config.toml"
-    expect_error(capsys, ["train", "--config", cfg, "--output-dir", trained, "--resume", "--set", "model.d_model=64"],
-                 "model.d_model: checkpoint 32 != now 64")
-    expect_error(capsys, ["train", "--config", cfg, "--output-dir", trained, "--resume", "--set", "training.beta2=0.9"],
-                 "training.beta2")
+    expect_error(
+        capsys,
+        ["train", "--config", cfg, "--output-dir", trained, "--resume", "--set", "model.d_model=64"],
+        "model.d_model: checkpoint 32 != now 64",
+    )
+    expect_error(
+        capsys,
+        ["train", "--config", cfg, "--output-dir", trained, "--resume", "--set", "training.beta2=0.9"],
+        "training.beta2",
+    )
     assert tree_digest(trained) == before
+
 
 def test_resume_refuses_other_tokenizer(trained, capsys):
     before = tree_digest(trained)
-    expect_error(capsys, ["train", "--config", trained / "config.toml", "--output-dir", trained, "--resume",
-                          "--set", "data.tokenizer_vocab_size=500"], "data.tokenizer_vocab_size")
+    expect_error(
+        capsys,
+        [
+            "train",
+            "--config",
+            trained / "config.toml",
+            "--output-dir",
+            trained,
+            "--resume",
+            "--set",
+            "data.tokenizer_vocab_size=500",
+        ],
+        "data.tokenizer_vocab_size",
+    )
     assert tree_digest(trained) == before
 
+
 def test_resume_without_checkpoint(tmp_path, tiny_config, capsys):
-    expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", tmp_path / "none", "--resume"], "holds no run")
+    expect_error(
+        capsys, ["train", "--config", tiny_config, "--output-dir", tmp_path / "none", "--resume"], "holds no run"
+    )
+
 
 def test_truncated_checkpoint(trained, capsys):
     ck = trained / "checkpoints" / "step_00000006.pt"
     ck.write_bytes(ck.read_bytes()[:1000])
     before = tree_digest(trained)
-    expect_error(capsys, ["train", "--config", trained / "config.toml", "--output-dir", trained, "--resume"], "truncated")
+    expect_error(
+        capsys, ["train", "--config", trained / "config.toml", "--output-dir", trained, "--resume"], "truncated"
+    )
     assert tree_digest(trained) == before
+
 
 def test_foreign_and_pickled_checkpoints(trained, capsys):
     ck = trained / "checkpoints" / "step_00000006.pt"
     torch.save({"state_dict": {"w": torch.zeros(1)}}, ck)
-    expect_error(capsys, ["train", "--config", trained / "config.toml", "--output-dir", trained, "--resume"], "is not a mdlm_kit")
+    expect_error(
+        capsys, ["train", "--config", trained / "config.toml", "--output-dir", trained, "--resume"], "is not a mdlm_kit"
+    )
+
     class Evil:
-        def __reduce__(self): return (print, ("pwned",))
+        def __reduce__(self):
+            return (print, ("pwned",))
+
     torch.save({"format": "x", "payload": Evil()}, ck)
-    err = expect_error(capsys, ["train", "--config", trained / "config.toml", "--output-dir", trained, "--resume"], "never unpickles")
+    err = expect_error(
+        capsys, ["train", "--config", trained / "config.toml", "--output-dir", trained, "--resume"], "never unpickles"
+    )
     assert "pwned" not in err
 
+
 def test_unknown_and_bad_config_keys(tmp_path, tiny_config, capsys):
-    expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", tmp_path / "r", "--set", "training.learning_rte=1"],
-                 "unknown config key 'training.learning_rte'", "did you mean 'training.learning_rate'")
-    bad = tmp_path / "bad.toml"; bad.write_text(tiny_config.read_text() + "\n[optimiser]\nlr = 1\n")
+    expect_error(
+        capsys,
+        ["train", "--config", tiny_config, "--output-dir", tmp_path / "r", "--set", "training.learning_rte=1"],
+        "unknown config key 'training.learning_rte'",
+        "did you mean 'training.learning_rate'",
+    )
+    bad = tmp_path / "bad.toml"
+    bad.write_text(tiny_config.read_text() + "\n[optimiser]\nlr = 1\n")
     expect_error(capsys, ["train", "--config", bad, "--output-dir", tmp_path / "r"], "unknown config key 'optimiser'")
-    expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", tmp_path / "r", "--set", "training.batch_size=\"4\""],
-                 "training.batch_size", "expected an integer")
-    broken = tmp_path / "broken.toml"; broken.write_text("[model\nn_layer = 1")
+    expect_error(
+        capsys,
+        ["train", "--config", tiny_config, "--output-dir", tmp_path / "r", "--set", "training.batch_size=\"4\""],
+        "training.batch_size",
+        "expected an integer",
+    )
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[model\nn_layer = 1")
     expect_error(capsys, ["train", "--config", broken, "--output-dir", tmp_path / "r"], "not valid TOML")
-    expect_error(capsys, ["train", "--config", tmp_path / "missing.toml", "--output-dir", tmp_path / "r"], "does not exist")
+    expect_error(
+        capsys, ["train", "--config", tmp_path / "missing.toml", "--output-dir", tmp_path / "r"], "does not exist"
+    )
     assert not (tmp_path / "r").exists()
 
+
 def test_mask_id_differs_from_tokenizer(tmp_path, tiny_config, capsys):
-    expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", tmp_path / "r", "--set", "model.mask_token_id=5"],
-                 "mask token id is 3", "model.mask_token_id = -1")
+    expect_error(
+        capsys,
+        ["train", "--config", tiny_config, "--output-dir", tmp_path / "r", "--set", "model.mask_token_id=5"],
+        "mask token id is 3",
+        "model.mask_token_id = -1",
+    )
     assert not (tmp_path / "r" / "events.jsonl").exists()
 
+
 def test_vocab_size_differs_from_data(tmp_path, tiny_config, capsys):
-    expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", tmp_path / "r", "--set", "model.vocab_size=512"],
-                 "vocab size 400 != model vocab size 512")
+    expect_error(
+        capsys,
+        ["train", "--config", tiny_config, "--output-dir", tmp_path / "r", "--set", "model.vocab_size=512"],
+        "vocab size 400 != model vocab size 512",
+    )
+
 
 def test_empty_and_too_short_corpus(tmp_path, tiny_config, capsys):
-    empty = tmp_path / "empty.txt"; empty.write_text("  \n")
-    expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", tmp_path / "r", "--set", f'data.corpus="{empty}"'], "is empty")
-    short = tmp_path / "short.txt"; short.write_text("A few words only. " * 5)
-    expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", tmp_path / "r2", "--set", f'data.corpus="{short}"'],
-                 "too short", "smaller data.block_size")
-    expect_error(capsys, ["prepare", "--corpus", tmp_path / "nope.txt", "--output-dir", tmp_path / "d"], "does not exist")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("  \n")
+    expect_error(
+        capsys,
+        ["train", "--config", tiny_config, "--output-dir", tmp_path / "r", "--set", f'data.corpus="{empty}"'],
+        "is empty",
+    )
+    short = tmp_path / "short.txt"
+    short.write_text("A few words only. " * 5)
+    expect_error(
+        capsys,
+        ["train", "--config", tiny_config, "--output-dir", tmp_path / "r2", "--set", f'data.corpus="{short}"'],
+        "too short",
+        "smaller data.block_size",
+    )
+    expect_error(
+        capsys, ["prepare", "--corpus", tmp_path / "nope.txt", "--output-dir", tmp_path / "d"], "does not exist"
+    )
+
 
 def test_data_built_with_another_tokenizer(tmp_path, tiny_config, capsys):
     d = tmp_path / "data"
     assert run(["prepare", "--config", tiny_config, "--output-dir", d], capsys)[0] == 0
-    expect_error(capsys, ["prepare", "--config", tiny_config, "--output-dir", d, "--set", "data.tokenizer_vocab_size=450"],
-                 "other settings", "tokenizer_vocab_size")
+    expect_error(
+        capsys,
+        ["prepare", "--config", tiny_config, "--output-dir", d, "--set", "data.tokenizer_vocab_size=450"],
+        "other settings",
+        "tokenizer_vocab_size",
+    )
     # swap in a different tokenizer behind the data's back
     other = tmp_path / "other"
-    assert run(["prepare", "--config", tiny_config, "--output-dir", other, "--set", "data.tokenizer_vocab_size=450"], capsys)[0] == 0
-    shutil.rmtree(d / "tokenizer"); shutil.copytree(other / "tokenizer", d / "tokenizer")
-    expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", tmp_path / "r", "--set", f'data.data_dir="{d}"'],
-                 "not the one the data was packed with")
+    assert (
+        run(
+            ["prepare", "--config", tiny_config, "--output-dir", other, "--set", "data.tokenizer_vocab_size=450"],
+            capsys,
+        )[0]
+        == 0
+    )
+    shutil.rmtree(d / "tokenizer")
+    shutil.copytree(other / "tokenizer", d / "tokenizer")
+    expect_error(
+        capsys,
+        ["train", "--config", tiny_config, "--output-dir", tmp_path / "r", "--set", f'data.data_dir="{d}"'],
+        "not the one the data was packed with",
+    )
+
 
 def test_missing_tokenizer_in_checkpoint(trained, capsys):
     (trained / "inference" / "tokenizer.json").unlink()
     (trained / "inference" / "tokenizer_config.json").unlink()
     expect_error(capsys, ["sample", "--checkpoint", trained / "inference"], "no tokenizer")
 
+
 def test_wrong_tokenizer_in_checkpoint(trained, tmp_path, tiny_config, capsys):
     other = tmp_path / "other"
-    assert run(["prepare", "--config", tiny_config, "--output-dir", other, "--set", "data.tokenizer_vocab_size=450"], capsys)[0] == 0
-    for f in (other / "tokenizer").iterdir(): shutil.copy(f, trained / "inference" / f.name)
+    assert (
+        run(
+            ["prepare", "--config", tiny_config, "--output-dir", other, "--set", "data.tokenizer_vocab_size=450"],
+            capsys,
+        )[0]
+        == 0
+    )
+    for f in (other / "tokenizer").iterdir():
+        shutil.copy(f, trained / "inference" / f.name)
     expect_error(capsys, ["sample", "--checkpoint", trained / "inference"], "not the one the model was trained with")
+
 
 def test_truncated_inference_weights(trained, capsys):
     w = trained / "inference" / "model.safetensors"
     w.write_bytes(w.read_bytes()[:100])
     expect_error(capsys, ["sample", "--checkpoint", trained / "inference"], "cannot be read as safetensors")
 
+
 def test_fp16_on_cpu_and_missing_device(tmp_path, tiny_config, capsys):
-    expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", tmp_path / "r", "--precision", "fp16"], "refused")
+    expect_error(
+        capsys, ["train", "--config", tiny_config, "--output-dir", tmp_path / "r", "--precision", "fp16"], "refused"
+    )
     if not torch.cuda.is_available():
-        expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", tmp_path / "r", "--device", "cuda"], "no CUDA GPU")
+        expect_error(
+            capsys,
+            ["train", "--config", tiny_config, "--output-dir", tmp_path / "r", "--device", "cuda"],
+            "no CUDA GPU",
+        )
     assert not (tmp_path / "r").exists()
 
+
 def test_sample_bad_lengths(trained, capsys):
-    expect_error(capsys, ["sample", "--checkpoint", trained / "inference", "--length", "100"], "exceeds the model's context")
-    expect_error(capsys, ["sample", "--checkpoint", trained / "inference", "--sampler", "blocks", "--length", "10",
-                          "--block-length", "4"], "multiple of block_length")
+    expect_error(
+        capsys, ["sample", "--checkpoint", trained / "inference", "--length", "100"], "exceeds the model's context"
+    )
+    expect_error(
+        capsys,
+        [
+            "sample",
+            "--checkpoint",
+            trained / "inference",
+            "--sampler",
+            "blocks",
+            "--length",
+            "10",
+            "--block-length",
+            "4",
+        ],
+        "multiple of block_length",
+    )
+
 
 def test_resume_refuses_changed_learning_rate(tmp_path, tiny_config, capsys):
     out = tmp_path / "r"
-    assert run(["train", "--config", tiny_config, "--output-dir", out, "--max-run-steps", "2", "--no-progress"], capsys)[0] == 0
+    assert (
+        run(["train", "--config", tiny_config, "--output-dir", out, "--max-run-steps", "2", "--no-progress"], capsys)[0]
+        == 0
+    )
     before = tree_digest(out)
-    expect_error(capsys, ["train", "--config", out / "config.toml", "--output-dir", out, "--resume", "--set",
-                          "training.learning_rate=0.1"], "training.learning_rate: checkpoint 0.003 != now 0.1")
+    expect_error(
+        capsys,
+        [
+            "train",
+            "--config",
+            out / "config.toml",
+            "--output-dir",
+            out,
+            "--resume",
+            "--set",
+            "training.learning_rate=0.1",
+        ],
+        "training.learning_rate: checkpoint 0.003 != now 0.1",
+    )
     assert tree_digest(out) == before
+
 
 def _poisoned_resume(out, tiny_config, skip):
     from mdlm_kit.config import load_config, apply_overrides
     from mdlm_kit.train import Trainer
+
     cfg = apply_overrides(load_config(tiny_config), [f"training.skip_nonfinite={'true' if skip else 'false'}"])
     tr = Trainer(cfg, out, resume=True, progress=False, log=lambda *a: None)
-    with torch.no_grad(): tr.model.norm.weight.fill_(float("nan"))
+    with torch.no_grad():
+        tr.model.norm.weight.fill_(float("nan"))
     return tr
+
 
 def test_nonfinite_loss_stops_and_keeps_checkpoint(tmp_path, tiny_config, capsys):
     from mdlm_kit.train import TrainingError
+
     out = tmp_path / "r"
-    assert run(["train", "--config", tiny_config, "--output-dir", out, "--max-run-steps", "2", "--no-progress"], capsys)[0] == 0
+    assert (
+        run(["train", "--config", tiny_config, "--output-dir", out, "--max-run-steps", "2", "--no-progress"], capsys)[0]
+        == 0
+    )
     before = tree_digest(out / "checkpoints")
     tr = _poisoned_resume(out, tiny_config, skip=False)
-    with pytest.raises(TrainingError, match="loss became nan at step 2.*step_00000002.pt"): tr.run()
+    with pytest.raises(TrainingError, match="loss became nan at step 2.*step_00000002.pt"):
+        tr.run()
     assert tree_digest(out / "checkpoints") == before
+
 
 def test_nonfinite_loss_skipped_when_asked(tmp_path, tiny_config, capsys):
     out = tmp_path / "r"
-    assert run(["train", "--config", tiny_config, "--output-dir", out, "--max-run-steps", "2", "--no-progress"], capsys)[0] == 0
+    assert (
+        run(["train", "--config", tiny_config, "--output-dir", out, "--max-run-steps", "2", "--no-progress"], capsys)[0]
+        == 0
+    )
     tr = _poisoned_resume(out, tiny_config, skip=True)
-    tr.max_run_steps = 2; tr.run()
+    tr.max_run_steps = 2
+    tr.run()
     assert [e["step"] for e in read_events(out, "skipped_step")] == [2, 3]
     assert tr.step == 4
 
@@ -248,8 +435,21 @@ def test_compiled_training_matches_eager(trained, tmp_path, tiny_config, capsys)
     # training.compile runs the same steps through torch.compile (fused kernels: equal up to float rounding); the run's
     # files stay those of the plain module, so a compiled run resumes uncompiled and back
     out = tmp_path / "compiled"
-    rc, _, err = run(["train", "--config", tiny_config, "--output-dir", out, "--max-run-steps", "3", "--no-progress",
-                      "--set", "training.compile=true"], capsys)
+    rc, _, err = run(
+        [
+            "train",
+            "--config",
+            tiny_config,
+            "--output-dir",
+            out,
+            "--max-run-steps",
+            "3",
+            "--no-progress",
+            "--set",
+            "training.compile=true",
+        ],
+        capsys,
+    )
     assert rc == 0, err
     assert run(["train", "--config", tiny_config, "--output-dir", out, "--resume", "--no-progress"], capsys)[0] == 0
     a, b = [e["loss"] for e in read_events(trained, "train")], [e["loss"] for e in read_events(out, "train")]
@@ -257,6 +457,7 @@ def test_compiled_training_matches_eager(trained, tmp_path, tiny_config, capsys)
     wa = torch.load(trained / "checkpoints" / "step_00000006.pt", weights_only=True)["model"]
     wb = torch.load(out / "checkpoints" / "step_00000006.pt", weights_only=True)["model"]
     assert wa.keys() == wb.keys() and all(torch.allclose(wa[k], wb[k], atol=1e-4) for k in wa)
+
 
 def test_ar_baseline_trains_resumes_samples_and_scores(tmp_path, tiny_config, corpus_file, capsys):
     "The AR objective goes through the same trainer: exact resume, left-to-right samples, an exact NLL from `eval`."
@@ -273,7 +474,9 @@ def test_ar_baseline_trains_resumes_samples_and_scores(tmp_path, tiny_config, co
     assert all(torch.equal(a[k], b[k]) for k in a)
     inf = full / "inference"
     assert json.loads((inf / "config.json").read_text())["objective"] == "ar"
-    rc, out, err = run(["sample", "--checkpoint", inf, "--prompt", "The for", "--length", "6", "--temperature", "0"], capsys)
+    rc, out, err = run(
+        ["sample", "--checkpoint", inf, "--prompt", "The for", "--length", "6", "--temperature", "0"], capsys
+    )
     assert rc == 0, err
     assert out.startswith("The for") and "░" not in out, out
     rc, out, err = run(["eval", "--checkpoint", inf, "--text", corpus_file], capsys)
@@ -281,31 +484,81 @@ def test_ar_baseline_trains_resumes_samples_and_scores(tmp_path, tiny_config, co
     res = json.loads(out)
     assert res["objective"] == "ar" and "quadrature_error" not in res
     text = corpus_file.read_text()
-    assert res["bits_per_char"] == pytest.approx(res["nats_per_token"] * res["n_tokens"] / len(text) / 0.6931471805599453)
-    assert 1 < res["nats_per_token"] < 5.99   # learned something: below the uniform ln(400) = 5.99
+    assert res["bits_per_char"] == pytest.approx(
+        res["nats_per_token"] * res["n_tokens"] / len(text) / 0.6931471805599453
+    )
+    assert 1 < res["nats_per_token"] < 5.99  # learned something: below the uniform ln(400) = 5.99
+
 
 def test_resume_refuses_another_objective(trained, tiny_config, capsys):
-    expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", trained, "--resume", "--no-progress",
-                          "--set", 'training.objective="ar"'], "training.objective")
+    expect_error(
+        capsys,
+        [
+            "train",
+            "--config",
+            tiny_config,
+            "--output-dir",
+            trained,
+            "--resume",
+            "--no-progress",
+            "--set",
+            'training.objective="ar"',
+        ],
+        "training.objective",
+    )
+
 
 def test_resume_with_more_steps_states_the_changed_schedule(trained, tiny_config, capsys):
-    rc, out, err = run(["train", "--config", tiny_config, "--output-dir", trained, "--resume", "--no-progress",
-                        "--set", "training.max_steps=8"], capsys)
+    rc, out, err = run(
+        [
+            "train",
+            "--config",
+            tiny_config,
+            "--output-dir",
+            trained,
+            "--resume",
+            "--no-progress",
+            "--set",
+            "training.max_steps=8",
+        ],
+        capsys,
+    )
     assert rc == 0, err
     assert "training.max_steps changed from 6 to 8" in out
     assert [e["note"] for e in read_events(trained, "schedule_changed")][0].startswith("training.max_steps changed")
+
 
 def test_corpus_from_a_saved_datasets_directory(tmp_path, corpus_file, capsys):
     "The `datasets` path (what hf:NAME uses after download) reads a saved dataset, its splits and its text column."
     datasets = pytest.importorskip("datasets", reason="pip install 'mdlm-kit[hf]'")
     from mdlm_kit.data import read_corpus, DataError
+
     text = corpus_file.read_text().split("\n\n")
-    datasets.DatasetDict({"train": datasets.Dataset.from_dict({"body": text, "n": list(range(len(text)))})}
-                         ).save_to_disk(str(tmp_path / "ds"))
+    datasets.DatasetDict(
+        {"train": datasets.Dataset.from_dict({"body": text, "n": list(range(len(text)))})}
+    ).save_to_disk(str(tmp_path / "ds"))
     assert read_corpus(str(tmp_path / "ds"), text_field="body") == text
-    with pytest.raises(DataError, match="no column 'text'"): read_corpus(str(tmp_path / "ds"))
-    rc, out, err = run(["prepare", "--output-dir", tmp_path / "packed", "--corpus", tmp_path / "ds",
-                        "--set", 'data.text_field="body"', "--set", "data.tokenizer_vocab_size=400",
-                        "--set", "data.block_size=32", "--set", "model.max_seq_len=32"], capsys)
+    with pytest.raises(DataError, match="no column 'text'"):
+        read_corpus(str(tmp_path / "ds"))
+    rc, out, err = run(
+        [
+            "prepare",
+            "--output-dir",
+            tmp_path / "packed",
+            "--corpus",
+            tmp_path / "ds",
+            "--set",
+            'data.text_field="body"',
+            "--set",
+            "data.tokenizer_vocab_size=400",
+            "--set",
+            "data.block_size=32",
+            "--set",
+            "model.max_seq_len=32",
+        ],
+        capsys,
+    )
     assert rc == 0, err
-    assert json.loads((tmp_path / "packed" / "meta.json").read_text())["n_documents"] == len([t for t in text if t.strip()])
+    assert json.loads((tmp_path / "packed" / "meta.json").read_text())["n_documents"] == len(
+        [t for t in text if t.strip()]
+    )

@@ -1,5 +1,6 @@
 """Every tensor the kit creates names its device (`DeviceAudit`): the CPU suite's stand-in for a GPU run, where a
 tensor made on the CPU beside a CUDA or MPS model crashes or samples from the wrong generator."""
+
 import pytest
 import torch
 from mdlm_kit.device import DeviceAudit
@@ -15,13 +16,16 @@ def target():
 
 
 def _check(audit):
-    assert not audit.found, "tensors made without device= (pass the device of the tensor they meet): " + ", ".join(sorted(audit.found))
+    assert not audit.found, "tensors made without device= (pass the device of the tensor they meet): " + ", ".join(
+        sorted(audit.found)
+    )
 
 
 def test_speculative_decoders_name_their_devices(target):
     from mdlm_kit.dflash import DFlashConfig, DFlashDraftModel
     from mdlm_kit.eagle3 import Eagle3Config, Eagle3DraftModel
     from mdlm_kit.speculative import SamplingParams, plain_decode, speculative_decode
+
     tables = target.embeddings_and_head()
     df = DFlashDraftModel(DFlashConfig.from_target(target.config, mask_token_id=0, block_size=4, num_feature_layers=2))
     e3 = Eagle3DraftModel(Eagle3Config.from_target(target.config, ttt_length=2))
@@ -38,9 +42,11 @@ def test_speculative_decoders_name_their_devices(target):
 def test_mdlm_samplers_objective_and_ar_name_their_devices():
     from mdlm_kit.diffusion import ar_loss, ar_nll, corrupt, diffusion_loss, elbo_bound, sample_times
     from mdlm_kit.sampling import SAMPLERS, ar_generate, generate
+
     torch.manual_seed(0)
-    cfg = ModelConfig(vocab_size=64, n_layer=1, n_head=2, d_model=32, max_seq_len=32, mask_token_id=3, local_mixing=1,
-                      head_bias=True)
+    cfg = ModelConfig(
+        vocab_size=64, n_layer=1, n_head=2, d_model=32, max_seq_len=32, mask_token_id=3, local_mixing=1, head_bias=True
+    )
     m = DiffusionTransformer(cfg).eval()
     x = torch.randint(4, 64, (2, 32))
     with DeviceAudit() as audit:
@@ -60,6 +66,7 @@ def test_mdlm_samplers_objective_and_ar_name_their_devices():
 def test_drafter_training_forwards_name_their_devices(target):
     from mdlm_kit.dflash import DFlashConfig, DFlashDraftModel, dflash_forward, sample_anchors
     from mdlm_kit.eagle3 import Eagle3Config, Eagle3DraftModel, eagle3_forward
+
     tables = target.embeddings_and_head()
     df = DFlashDraftModel(DFlashConfig.from_target(target.config, mask_token_id=0, block_size=4, num_feature_layers=2))
     e3 = Eagle3DraftModel(Eagle3Config.from_target(target.config, ttt_length=2))
@@ -79,8 +86,16 @@ def test_drafter_training_forwards_name_their_devices(target):
 def test_trainer_steps_evaluation_and_checkpoints_name_their_devices(tmp_path, tiny_config, objective):
     from mdlm_kit.config import apply_overrides, load_config
     from mdlm_kit.train import Trainer
-    cfg = apply_overrides(load_config(tiny_config), [f'training.objective="{objective}"', "training.max_steps=3",
-                                                    "training.eval_interval=3", "training.save_interval=3"])
+
+    cfg = apply_overrides(
+        load_config(tiny_config),
+        [
+            f'training.objective="{objective}"',
+            "training.max_steps=3",
+            "training.eval_interval=3",
+            "training.save_interval=3",
+        ],
+    )
     with DeviceAudit() as audit:
         Trainer(cfg, tmp_path / "r", progress=False, log=lambda *a: None).run()
     _check(audit)
@@ -89,11 +104,22 @@ def test_trainer_steps_evaluation_and_checkpoints_name_their_devices(tmp_path, t
 def _draft_trainer(tmp_path, algorithm, **kw):
     from conftest import save_tiny_target_and_chat
     from mdlm_kit.draft_train import DraftTrainConfig, DraftTrainer
+
     tgt = save_tiny_target_and_chat(tmp_path, "llama")
     extra = dict(block_size=4, num_feature_layers=2, num_anchors=4) if algorithm == "dflash" else dict(ttt_length=2)
-    cfg = DraftTrainConfig(train_data_path=str(tmp_path / "chat.jsonl"), eval_data_path=str(tmp_path / "chat.jsonl"),
-                           target_model_path=str(tmp_path / "t"), batch_size=2, max_steps=2, eval_interval=2,
-                           save_interval=2, device="cpu", precision="fp32", **extra, **kw)
+    cfg = DraftTrainConfig(
+        train_data_path=str(tmp_path / "chat.jsonl"),
+        eval_data_path=str(tmp_path / "chat.jsonl"),
+        target_model_path=str(tmp_path / "t"),
+        batch_size=2,
+        max_steps=2,
+        eval_interval=2,
+        save_interval=2,
+        device="cpu",
+        precision="fp32",
+        **extra,
+        **kw,
+    )
     return DraftTrainer(cfg, tmp_path / "run", algorithm=algorithm, target=tgt, progress=False, log=lambda *a: None)
 
 
@@ -107,16 +133,31 @@ def test_draft_trainer_steps_name_their_devices(tmp_path, algorithm):
 def test_draft_trainer_steps_through_the_loss_scaler(tmp_path):
     "fp16 on CUDA needs loss scaling; the draft loop must route backward, unscale, step and update through the scaler."
     calls = []
+
     class Recorder:
-        def scale(self, loss): calls.append("scale"); return loss * 1.0
-        def unscale_(self, opt): calls.append("unscale_")
-        def step(self, opt): calls.append("step"); opt.step()
-        def update(self): calls.append("update")
-        def state_dict(self): return {"calls": len(calls)}
-        def load_state_dict(self, s): calls.append(("load", s))
+        def scale(self, loss):
+            calls.append("scale")
+            return loss * 1.0
+
+        def unscale_(self, opt):
+            calls.append("unscale_")
+
+        def step(self, opt):
+            calls.append("step")
+            opt.step()
+
+        def update(self):
+            calls.append("update")
+
+        def state_dict(self):
+            return {"calls": len(calls)}
+
+        def load_state_dict(self, s):
+            calls.append(("load", s))
+
     tr = _draft_trainer(tmp_path, "dflash", gradient_accumulation_steps=2)
     tr.scaler = Recorder()
     tr.train_step()
     assert calls == ["scale", "scale", "unscale_", "step", "update"]
-    tr.save()                                          # the scaler's state travels with the checkpoint
+    tr.save()  # the scaler's state travels with the checkpoint
     assert tr.ckpts.load(tr.ckpts.latest())["scaler"] == {"calls": 5}

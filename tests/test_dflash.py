@@ -1,4 +1,5 @@
 "DFlash drafter: masks, anchors, weights, chat masks, online = offline, exact resume, and bad input."
+
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -6,17 +7,25 @@ import pytest
 import torch
 from mdlm_kit.chat_data import ChatDataError, build_chat_dataset, load_conversations, tokenize_conversation
 from mdlm_kit.checkpoint import CheckpointError
-from mdlm_kit.dflash import (DFlashConfig, DFlashError, dflash_attention_mask, dflash_blocks, dflash_position_weights,
-                             sample_anchors)
+from mdlm_kit.dflash import (
+    DFlashConfig,
+    DFlashError,
+    dflash_attention_mask,
+    dflash_blocks,
+    dflash_position_weights,
+    sample_anchors,
+)
 from mdlm_kit.draft_train import DraftTrainConfig, DraftTrainer, resolve_mask_token_id
 from mdlm_kit.features import FeaturesError, HiddenStates, save_hidden_states
 from mdlm_kit.targets import TargetError, tiny_target, tiny_tokenizer
 
 # SmolLM2-135M-Instruct's chat template (from its GGUF metadata): no {% generation %} tags, a default system prompt
-SMOLLM2_TEMPLATE = ("{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-                    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
-                    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
-                    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+SMOLLM2_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n' }}"
+    "{% endif %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
 
 
 def reference_mask(anchors, keep, S, bs):
@@ -27,7 +36,8 @@ def reference_mask(anchors, keep, S, bs):
         for q in range(N * bs):
             n = q // bs
             for kv in range(S + N * bs):
-                if not keep[b][n]: continue
+                if not keep[b][n]:
+                    continue
                 m[b, q, kv] = (kv < S and kv < anchors[b][n]) or (kv >= S and (kv - S) // bs == n)
     return m
 
@@ -44,15 +54,18 @@ def test_anchors_only_on_supervised_pairs_and_padding_invariant():
     lm = torch.tensor([[0, 0, 1, 1, 1, 0, 1, 1, 0, 1]])
     for seed in range(20):
         a, k = sample_anchors(lm, 3, [seed])
-        for p in a[0][k[0]].tolist(): assert lm[0, p] == 1 and lm[0, p + 1] == 1
+        for p in a[0][k[0]].tolist():
+            assert lm[0, p] == 1 and lm[0, p + 1] == 1
     padded = torch.cat([lm, torch.zeros(1, 6, dtype=torch.long)], 1)
     batch = torch.cat([padded, torch.ones(1, 16, dtype=torch.long)])
-    a1, k1 = sample_anchors(lm, 8, [5]); a2, k2 = sample_anchors(batch, 8, [5, 6])
+    a1, k1 = sample_anchors(lm, 8, [5])
+    a2, k2 = sample_anchors(batch, 8, [5, 6])
     assert a1[0][k1[0]].tolist() == a2[0][k2[0]].tolist() == [2, 3, 6]
 
 
 def test_labels_same_position_and_weights_by_hand():
-    x = torch.tensor([[10, 11, 12, 13, 14]]); lm = torch.tensor([[0, 1, 1, 1, 1]])
+    x = torch.tensor([[10, 11, 12, 13, 14]])
+    lm = torch.tensor([[0, 1, 1, 1, 1]])
     blk = dflash_blocks(x, lm, torch.tensor([[1]]), torch.tensor([[True]]), 4, mask_token_id=0)
     assert blk["noise_ids"].tolist() == [[11, 0, 0, 0]] and blk["labels"].tolist() == [[[11, 12, 13, 14]]]
     assert blk["valid"].tolist() == [[[False, True, True, True]]]
@@ -67,20 +80,36 @@ def test_labels_same_position_and_weights_by_hand():
 @pytest.mark.parametrize("template", ["generation", "smollm2"])
 def test_assistant_only_loss_mask(template):
     tok = tiny_tokenizer() if template == "generation" else tiny_tokenizer(chat_template=SMOLLM2_TEMPLATE)
-    conv = [{"role": "user", "content": "What is a dict?"}, {"role": "assistant", "content": "A mapping."},
-            {"role": "user", "content": "Ordered?"}, {"role": "assistant", "content": "Yes, by insertion."}]
+    conv = [
+        {"role": "user", "content": "What is a dict?"},
+        {"role": "assistant", "content": "A mapping."},
+        {"role": "user", "content": "Ordered?"},
+        {"role": "assistant", "content": "Yes, by insertion."},
+    ]
     s = tokenize_conversation(tok, conv)
     assert tok.decode(s["input_ids"][s["loss_mask"].bool()]) == "A mapping.<|im_end|>Yes, by insertion.<|im_end|>"
-    if template == "smollm2": assert "You are a helpful AI assistant" in tok.decode(s["input_ids"])
+    if template == "smollm2":
+        assert "You are a helpful AI assistant" in tok.decode(s["input_ids"])
 
 
 def _chat_file(path: Path, n: int = 10, answer_chars: int = 400):
     import pydoc_data.topics
+
     t = pydoc_data.topics.topics
     with open(path, "w") as f:
         for i, k in enumerate(sorted(t)[:n]):
-            f.write(json.dumps({"id": f"c{i}", "conversations": [{"role": "user", "content": f"Explain {k}."},
-                                                                  {"from": "gpt", "value": t[k][:answer_chars]}]}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "id": f"c{i}",
+                        "conversations": [
+                            {"role": "user", "content": f"Explain {k}."},
+                            {"from": "gpt", "value": t[k][:answer_chars]},
+                        ],
+                    }
+                )
+                + "\n"
+            )
     return path
 
 
@@ -88,29 +117,55 @@ def _chat_file(path: Path, n: int = 10, answer_chars: int = 400):
 def tiny(tmp_path_factory):
     d = tmp_path_factory.mktemp("tiny")
     tgt = tiny_target("qwen3", num_layers=5)
-    tgt.model.save_pretrained(d / "target"); tgt.tokenizer.save_pretrained(d / "target")
+    tgt.model.save_pretrained(d / "target")
+    tgt.tokenizer.save_pretrained(d / "target")
     return tgt, _chat_file(d / "chat.jsonl"), d
 
 
 def _cfg(chat, **kw):
-    base = dict(train_data_path=str(chat), block_size=4, num_feature_layers=2, num_anchors=6, batch_size=2,
-                gradient_accumulation_steps=2, num_epochs=2, log_interval=1, eval_interval=100, save_interval=2,
-                device="cpu", precision="fp32", seed=3, learning_rate=3e-3)
+    base = dict(
+        train_data_path=str(chat),
+        block_size=4,
+        num_feature_layers=2,
+        num_anchors=6,
+        batch_size=2,
+        gradient_accumulation_steps=2,
+        num_epochs=2,
+        log_interval=1,
+        eval_interval=100,
+        save_interval=2,
+        device="cpu",
+        precision="fp32",
+        seed=3,
+        learning_rate=3e-3,
+    )
     base.update(kw)
     return DraftTrainConfig(**base)
 
 
 def _events(run, kind):
-    return [json.loads(l) for l in (Path(run) / "events.jsonl").read_text().splitlines() if json.loads(l)["event"] == kind]
+    return [
+        json.loads(l) for l in (Path(run) / "events.jsonl").read_text().splitlines() if json.loads(l)["event"] == kind
+    ]
 
 
 def test_online_and_offline_give_the_same_loss(tiny, tmp_path):
     tgt, chat, d = tiny
-    on = DraftTrainer(_cfg(chat, target_model_path=str(d / "target")), tmp_path / "on", target=tgt, progress=False, log=lambda *a: None)
+    on = DraftTrainer(
+        _cfg(chat, target_model_path=str(d / "target")),
+        tmp_path / "on",
+        target=tgt,
+        progress=False,
+        log=lambda *a: None,
+    )
     feats = tmp_path / "feats"
     save_hidden_states(tgt, on.train_set, on.recipe.layer_ids, feats, dtype="fp32", shard_size=4, progress=False)
-    off = DraftTrainer(_cfg(chat, target_model_path=str(d / "target"), train_data_path="", train_hidden_states_path=str(feats)),
-                       tmp_path / "off", progress=False, log=lambda *a: None)
+    off = DraftTrainer(
+        _cfg(chat, target_model_path=str(d / "target"), train_data_path="", train_hidden_states_path=str(feats)),
+        tmp_path / "off",
+        progress=False,
+        log=lambda *a: None,
+    )
     assert off.target is None and len(off.train_set) == len(on.train_set)
     r_on, r_off = on.train_step(), off.train_step()
     # features computed in differently padded batches differ in the last float bits, hence the tolerance
@@ -123,30 +178,47 @@ def test_online_and_offline_give_the_same_loss(tiny, tmp_path):
 def test_resume_continues_exactly(tiny, tmp_path):
     tgt, chat, _ = tiny
     quiet = dict(target=tgt, progress=False, log=lambda *a: None)
-    full = DraftTrainer(_cfg(chat), tmp_path / "full", **quiet); full.run()
-    part = DraftTrainer(_cfg(chat), tmp_path / "part", max_run_steps=2, **quiet); r = part.run()
+    full = DraftTrainer(_cfg(chat), tmp_path / "full", **quiet)
+    full.run()
+    part = DraftTrainer(_cfg(chat), tmp_path / "part", max_run_steps=2, **quiet)
+    r = part.run()
     assert not r["completed"]
     DraftTrainer(_cfg(chat), tmp_path / "part", resume=True, **quiet).run()
-    la = [e["loss"] for e in _events(tmp_path / "full", "train")]; lb = [e["loss"] for e in _events(tmp_path / "part", "train")]
+    la = [e["loss"] for e in _events(tmp_path / "full", "train")]
+    lb = [e["loss"] for e in _events(tmp_path / "part", "train")]
     assert len(la) == full.total_steps >= 4 and la == lb
     wa = torch.load(full.ckpts.latest(), weights_only=True)["model"]
-    wb = torch.load(DraftTrainer(_cfg(chat), tmp_path / "part", resume=True, **quiet).ckpts.latest(), weights_only=True)["model"]
+    wb = torch.load(
+        DraftTrainer(_cfg(chat), tmp_path / "part", resume=True, **quiet).ckpts.latest(), weights_only=True
+    )["model"]
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     with pytest.raises(CheckpointError, match="block_size"):
         DraftTrainer(_cfg(chat, block_size=8), tmp_path / "part", resume=True, **quiet)
     # stopped after its start event but before the first save: --resume starts it again from step 0
-    crashed = tmp_path / "crashed"; crashed.mkdir()
-    (crashed / "events.jsonl").write_text("".join(l + "\n" for l in (tmp_path / "full" / "events.jsonl").read_text().splitlines()[:1]))
+    crashed = tmp_path / "crashed"
+    crashed.mkdir()
+    (crashed / "events.jsonl").write_text(
+        "".join(l + "\n" for l in (tmp_path / "full" / "events.jsonl").read_text().splitlines()[:1])
+    )
     with pytest.raises(CheckpointError, match="already holds a run"):
         DraftTrainer(_cfg(chat), crashed, **quiet)
     DraftTrainer(_cfg(chat), crashed, resume=True, **quiet).run()
-    assert [e["event"] for e in map(json.loads, (crashed / "events.jsonl").read_text().splitlines())][:2] == ["start", "resume"]
+    assert [e["event"] for e in map(json.loads, (crashed / "events.jsonl").read_text().splitlines())][:2] == [
+        "start",
+        "resume",
+    ]
     assert [e["loss"] for e in _events(crashed, "train")] == la
     wc = torch.load(DraftTrainer(_cfg(chat), crashed, resume=True, **quiet).ckpts.latest(), weights_only=True)["model"]
     assert all(torch.equal(wa[k], wc[k]) for k in wa)
     with pytest.raises(CheckpointError, match="another target"):
-        DraftTrainer(_cfg(chat), tmp_path / "part", resume=True, target=tiny_target("llama", num_layers=5),
-                     progress=False, log=lambda *a: None)
+        DraftTrainer(
+            _cfg(chat),
+            tmp_path / "part",
+            resume=True,
+            target=tiny_target("llama", num_layers=5),
+            progress=False,
+            log=lambda *a: None,
+        )
     # the same architecture with other weights (a base model against its Instruct version) is another target too
     twin = tiny_target("qwen3", num_layers=5, seed=7)
     with pytest.raises(CheckpointError, match="other architecture or weights"):
@@ -155,13 +227,17 @@ def test_resume_continues_exactly(tiny, tmp_path):
 
 def test_bad_inputs(tiny, tmp_path):
     tgt, chat, d = tiny
-    with pytest.raises(TargetError, match="ids run from 0 to 4"): tgt(torch.tensor([[1, 2]]), layer_ids=[7])
-    with pytest.raises(DFlashError, match="out of range"): DFlashConfig.from_target(tgt.config, 0, target_layer_ids=[9])
-    with pytest.raises(DFlashError, match="outside the target's vocabulary"): resolve_mask_token_id("99999", tgt.tokenizer, tgt.vocab_size)
+    with pytest.raises(TargetError, match="ids run from 0 to 4"):
+        tgt(torch.tensor([[1, 2]]), layer_ids=[7])
+    with pytest.raises(DFlashError, match="out of range"):
+        DFlashConfig.from_target(tgt.config, 0, target_layer_ids=[9])
+    with pytest.raises(DFlashError, match="outside the target's vocabulary"):
+        resolve_mask_token_id("99999", tgt.tokenizer, tgt.vocab_size)
     with pytest.raises(DFlashError, match="outside the target vocabulary"):
         DFlashConfig.from_target(tgt.config, mask_token_id=tgt.vocab_size + 5)
     (tmp_path / "noasst.jsonl").write_text('{"conversations": [{"role": "user", "content": "hi"}]}\n')
-    with pytest.raises(ChatDataError, match="no conversation"): load_conversations(tmp_path / "noasst.jsonl")
+    with pytest.raises(ChatDataError, match="no conversation"):
+        load_conversations(tmp_path / "noasst.jsonl")
     plain = tiny_tokenizer(chat_template="{% for m in messages %}{{ m['content'] }}\n{% endfor %}")
     with pytest.raises(ChatDataError, match="assistant"):
         tokenize_conversation(plain, [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
@@ -171,17 +247,24 @@ def test_bad_inputs(tiny, tmp_path):
     feats = tmp_path / "f"
     data = build_chat_dataset(chat, tgt.tokenizer, 128)
     save_hidden_states(tgt, data[:3], [0, 1], feats, dtype="fp32", progress=False)
-    with pytest.raises(FeaturesError, match="--layers"): HiddenStates(feats).check([1, 3])
+    with pytest.raises(FeaturesError, match="--layers"):
+        HiddenStates(feats).check([1, 3])
     HiddenStates(feats).check([0, 1], tgt.digest())
-    with pytest.raises(FeaturesError, match="other architecture or other weights"):   # same shape, other weights
+    with pytest.raises(FeaturesError, match="other architecture or other weights"):  # same shape, other weights
         HiddenStates(feats).check([0, 1], tiny_target("qwen3", num_layers=5, seed=7).digest())
     with pytest.raises(FeaturesError, match="--layers"):
-        DraftTrainer(_cfg(chat, train_data_path="", train_hidden_states_path=str(feats)), tmp_path / "o", target=tgt,
-                     progress=False, log=lambda *a: None)
+        DraftTrainer(
+            _cfg(chat, train_data_path="", train_hidden_states_path=str(feats)),
+            tmp_path / "o",
+            target=tgt,
+            progress=False,
+            log=lambda *a: None,
+        )
 
 
 def test_structured_backend_trains_like_sdpa(tiny, tmp_path):
-    "The structured attention gives the dense path's loss and gradients on a real batch (drops and edge anchors included)."
+    """The structured attention gives the dense path's loss and gradients on a real batch (drops and edge anchors
+    included)."""
     tgt, chat, _ = tiny
     quiet = dict(target=tgt, progress=False, log=lambda *a: None)
     res = {}
@@ -189,11 +272,13 @@ def test_structured_backend_trains_like_sdpa(tiny, tmp_path):
         torch.manual_seed(0)
         tr = DraftTrainer(_cfg(chat, attention_backend=be), tmp_path / be, **quiet)
         grads = []
-        tr.optimizer.step = lambda *a, **k: grads.append([p.grad.clone() for p in tr.model.parameters() if p.grad is not None])
+        tr.optimizer.step = lambda *a, **k: grads.append(
+            [p.grad.clone() for p in tr.model.parameters() if p.grad is not None]
+        )
         res[be] = (tr.train_step(), grads[0])
     (ra, ga), (rb, gb) = res["sdpa"], res["structured"]
     assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5) and len(ga) == len(gb) > 0
-    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(ga, gb))   # the same gradients
+    assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(ga, gb))  # the same gradients
 
 
 def test_saved_drafter_has_the_reference_layout_and_the_first_layout_still_loads(tmp_path):
@@ -205,28 +290,53 @@ def test_saved_drafter_has_the_reference_layout_and_the_first_layout_still_loads
     from safetensors.torch import save_file
     from transformers import Qwen3Config
     from mdlm_kit.dflash import DFlashDraftModel
+
     tgt = tiny_target("qwen3", num_layers=6)
     torch.manual_seed(0)
-    d = DFlashDraftModel(DFlashConfig.from_target(tgt.config, mask_token_id=5, block_size=4, num_feature_layers=2, num_draft_layers=2))
+    d = DFlashDraftModel(
+        DFlashConfig.from_target(tgt.config, mask_token_id=5, block_size=4, num_feature_layers=2, num_draft_layers=2)
+    )
     d.save_pretrained(tmp_path / "ref")
-    with safe_open(str(tmp_path / "ref" / "model.safetensors"), "pt") as f: names = set(f.keys())
-    per_layer = ["input_layernorm", "post_attention_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
-                 "self_attn.o_proj", "self_attn.q_norm", "self_attn.k_norm", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
-    expected = {"fc.weight", "hidden_norm.weight", "norm.weight"} | {f"layers.{i}.{n}.weight" for i in range(2) for n in per_layer}
+    with safe_open(str(tmp_path / "ref" / "model.safetensors"), "pt") as f:
+        names = set(f.keys())
+    per_layer = [
+        "input_layernorm",
+        "post_attention_layernorm",
+        "self_attn.q_proj",
+        "self_attn.k_proj",
+        "self_attn.v_proj",
+        "self_attn.o_proj",
+        "self_attn.q_norm",
+        "self_attn.k_norm",
+        "mlp.gate_proj",
+        "mlp.up_proj",
+        "mlp.down_proj",
+    ]
+    expected = {"fc.weight", "hidden_norm.weight", "norm.weight"} | {
+        f"layers.{i}.{n}.weight" for i in range(2) for n in per_layer
+    }
     assert names == expected
-    c = Qwen3Config.from_pretrained(tmp_path / "ref")              # the reference builds its model from this config
+    c = Qwen3Config.from_pretrained(tmp_path / "ref")  # the reference builds its model from this config
     assert (c.block_size, c.num_target_layers, c.num_hidden_layers) == (4, 6, 2)
     assert c.dflash_config == {"mask_token_id": 5, "target_layer_ids": d.config.target_layer_ids}
     assert c.rope_parameters["rope_theta"] == tgt.config.rope_parameters["rope_theta"]
     # the kit's first layout: model_type mdlm_kit_dflash, flat fields, MLP w1/w3/w2
     old = tmp_path / "old"
     old.mkdir()
-    sd = {k.replace(".mlp.gate_proj.", ".mlp.w1.").replace(".mlp.up_proj.", ".mlp.w3.").replace(".mlp.down_proj.", ".mlp.w2."): v
-          for k, v in d.state_dict().items() if not k.startswith("rotary.")}
+    sd = {
+        k.replace(".mlp.gate_proj.", ".mlp.w1.")
+        .replace(".mlp.up_proj.", ".mlp.w3.")
+        .replace(".mlp.down_proj.", ".mlp.w2."): v
+        for k, v in d.state_dict().items()
+        if not k.startswith("rotary.")
+    }
     save_file({k: v.contiguous() for k, v in sd.items()}, str(old / "model.safetensors"))
     from dataclasses import asdict
-    (old / "config.json").write_text(json.dumps({"model_type": "mdlm_kit_dflash", "architectures": ["DFlashDraftModel"],
-                                                 **asdict(d.config)}))
+
+    (old / "config.json").write_text(
+        json.dumps({"model_type": "mdlm_kit_dflash", "architectures": ["DFlashDraftModel"], **asdict(d.config)})
+    )
     back = DFlashDraftModel.from_pretrained(old)
     for k, v in d.state_dict().items():
-        if not k.startswith("rotary."): assert torch.equal(back.state_dict()[k], v), k
+        if not k.startswith("rotary."):
+            assert torch.equal(back.state_dict()[k], v), k

@@ -1,5 +1,7 @@
 """The docs site, built offline the way `make docs` builds it: a page for every notebook, every page opens in headless
-Chromium without console errors, every image loads, every internal link resolves, every exported symbol is documented."""
+Chromium without console errors, every image loads, every internal link resolves, every exported symbol is
+documented."""
+
 import html, importlib, re, subprocess, sys
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -18,7 +20,8 @@ def site():
     return SITE
 
 
-def _pages(site): return sorted(site.glob("*.html"))
+def _pages(site):
+    return sorted(site.glob("*.html"))
 
 
 def test_every_notebook_has_a_page(site):
@@ -35,13 +38,19 @@ def test_internal_links_and_assets_resolve(site):
         text = page.read_text(encoding="utf-8")
         for url in map(html.unescape, ref.findall(text)):
             u = urlparse(url)
-            if u.scheme or url.startswith("//") or url.startswith("mailto:"): continue
+            if u.scheme or url.startswith("//") or url.startswith("mailto:"):
+                continue
             target = page if not u.path else (page.parent / unquote(u.path)).resolve()
-            if target.is_dir(): target = target / "index.html"
-            if not target.exists(): bad.append(f"{page.name}: {url}"); continue
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.exists():
+                bad.append(f"{page.name}: {url}")
+                continue
             if u.fragment and target.suffix == ".html":
-                if target not in ids: ids[target] = set(re.findall(r'id="([^"]+)"', target.read_text(encoding="utf-8")))
-                if unquote(u.fragment) not in ids[target]: bad.append(f"{page.name}: {url} (no such anchor)")
+                if target not in ids:
+                    ids[target] = set(re.findall(r'id="([^"]+)"', target.read_text(encoding="utf-8")))
+                if unquote(u.fragment) not in ids[target]:
+                    bad.append(f"{page.name}: {url} (no such anchor)")
     assert not bad, "\n".join(bad[:30])
 
 
@@ -50,7 +59,8 @@ def _module_pages():
     out = {}
     for py in sorted((ROOT / "mdlm_kit").glob("*.py")):
         m = re.search(r"File to edit: \.\./nbs/(\S+)\.ipynb", py.read_text(encoding="utf-8"))
-        if m: out[py.stem] = m.group(1)
+        if m:
+            out[py.stem] = m.group(1)
     return out
 
 
@@ -62,7 +72,8 @@ def test_every_exported_symbol_is_documented(site):
         for name in importlib.import_module(f"mdlm_kit.{mod}").__all__:
             obj = getattr(importlib.import_module(f"mdlm_kit.{mod}"), name)
             if callable(obj) and not isinstance(obj, (tuple, dict, str)):
-                if name not in heads: missing.append(f"{nb}: {name} has no API entry")
+                if name not in heads:
+                    missing.append(f"{nb}: {name} has no API entry")
             elif name not in html.unescape(re.sub(r"<[^>]+>", "", text)):
                 missing.append(f"{nb}: constant {name} is never shown")
     assert not missing, "\n".join(missing)
@@ -72,9 +83,12 @@ def test_pages_open_in_chromium_without_errors_and_images_load(site):
     if not Path(CHROMIUM).exists():
         pytest.fail(CHROMIUM_MISSING)
     from playwright.sync_api import sync_playwright
+
     problems = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
+        )
         page = browser.new_page()
         for f in _pages(site):
             errors = []
@@ -83,11 +97,17 @@ def test_pages_open_in_chromium_without_errors_and_images_load(site):
             page.on("requestfailed", lambda r, e=errors: e.append(f"failed to load {r.url}"))
             page.goto(f.as_uri(), wait_until="load")
             page.wait_for_timeout(150)
-            broken = page.evaluate("Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0).map(i => i.src.slice(0, 80))")
+            broken = page.evaluate(
+                "Array.from(document.images).filter(i => !i.complete "
+                "|| i.naturalWidth === 0).map(i => i.src.slice(0, 80))"
+            )
             n_img = page.evaluate("document.images.length")
-            if errors: problems.append(f"{f.name}: {errors[:3]}")
-            if broken: problems.append(f"{f.name}: {len(broken)} of {n_img} images do not load: {broken[:2]}")
-            page.close(); page = browser.new_page()
+            if errors:
+                problems.append(f"{f.name}: {errors[:3]}")
+            if broken:
+                problems.append(f"{f.name}: {len(broken)} of {n_img} images do not load: {broken[:2]}")
+            page.close()
+            page = browser.new_page()
         browser.close()
     assert not problems, "\n".join(problems)
 
@@ -95,4 +115,6 @@ def test_pages_open_in_chromium_without_errors_and_images_load(site):
 def test_figures_are_on_the_pages(site):
     "Saved outputs are what the pages show: the lessons with pictures have them."
     for nb in ("06_diffusion", "19_widgets", "21_compare_drafters"):
-        assert "<img" in (site / f"{nb}.html").read_text(encoding="utf-8"), f"{nb} shows no figure (run tools/run_nbs.py)"
+        assert "<img" in (site / f"{nb}.html").read_text(encoding="utf-8"), (
+            f"{nb} shows no figure (run tools/run_nbs.py)"
+        )

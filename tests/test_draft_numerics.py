@@ -1,4 +1,7 @@
-"A NaN/inf loss in a drafter run stops it with a message and the last good checkpoint intact, or skips the step when asked."
+"A NaN/inf loss in a drafter run stops it with a message and"
+
+"the last good checkpoint intact, or skips the step when asked."
+
 import json
 from pathlib import Path
 import pytest
@@ -17,15 +20,34 @@ def setup(tmp_path_factory):
 
 def _trainer(setup, out, algo, **kw):
     tgt, chat = setup
-    cfg = DraftTrainConfig(train_data_path=str(chat), block_size=4, num_feature_layers=2, num_anchors=6, batch_size=2,
-                           num_epochs=1, max_steps=5, log_interval=1, eval_interval=100, save_interval=1, device="cpu",
-                           precision="fp32", seed=3, learning_rate=3e-3, ttt_length=3, draft_vocab_size=64, **kw)
+    cfg = DraftTrainConfig(
+        train_data_path=str(chat),
+        block_size=4,
+        num_feature_layers=2,
+        num_anchors=6,
+        batch_size=2,
+        num_epochs=1,
+        max_steps=5,
+        log_interval=1,
+        eval_interval=100,
+        save_interval=1,
+        device="cpu",
+        precision="fp32",
+        seed=3,
+        learning_rate=3e-3,
+        ttt_length=3,
+        draft_vocab_size=64,
+        **kw,
+    )
     tr = DraftTrainer(cfg, out, algo, target=tgt, progress=False, log=lambda *a: None)
     loss = tr.recipe.loss
-    def poisoned(*a, **k):                     # the third optimizer step's loss is NaN
+
+    def poisoned(*a, **k):  # the third optimizer step's loss is NaN
         out = loss(*a, **k)
-        if tr.step == 2: out["numerator"] = out["numerator"] * float("nan")
+        if tr.step == 2:
+            out["numerator"] = out["numerator"] * float("nan")
         return out
+
     tr.recipe.loss = poisoned
     return tr
 
@@ -33,11 +55,12 @@ def _trainer(setup, out, algo, **kw):
 @pytest.mark.parametrize("algo", ["dflash", "eagle3"])
 def test_nonfinite_loss_stops_with_last_good_checkpoint(setup, tmp_path, algo):
     tr = _trainer(setup, tmp_path / "run", algo)
-    with pytest.raises(RuntimeError, match=r"loss became nan.*step_00000002\.pt.*--skip-nonfinite"): tr.run()
+    with pytest.raises(RuntimeError, match=r"loss became nan.*step_00000002\.pt.*--skip-nonfinite"):
+        tr.run()
     assert tr.ckpts.latest().name == "step_00000002.pt"
     state = safe_torch_load(tr.ckpts.latest())
-    assert all(torch.isfinite(v).all() for v in state["model"].values())        # nothing NaN was ever saved
-    assert all(torch.isfinite(p).all() for p in tr.model.parameters())          # and nothing was updated with it
+    assert all(torch.isfinite(v).all() for v in state["model"].values())  # nothing NaN was ever saved
+    assert all(torch.isfinite(p).all() for p in tr.model.parameters())  # and nothing was updated with it
 
 
 @pytest.mark.parametrize("algo", ["dflash", "eagle3"])
@@ -45,12 +68,18 @@ def test_nonfinite_loss_skipped_when_asked(setup, tmp_path, algo):
     tr = _trainer(setup, tmp_path / "run", algo, skip_nonfinite=True)
     before = None
     orig_step = tr.train_step
+
     def watch():
         nonlocal before
-        if tr.step == 2: before = {k: v.clone() for k, v in tr.model.state_dict().items()}
+        if tr.step == 2:
+            before = {k: v.clone() for k, v in tr.model.state_dict().items()}
         r = orig_step()
-        if tr.step == 3: assert all(torch.equal(before[k], v) for k, v in tr.model.state_dict().items()), "skipped step changed weights"
+        if tr.step == 3:
+            assert all(torch.equal(before[k], v) for k, v in tr.model.state_dict().items()), (
+                "skipped step changed weights"
+            )
         return r
+
     tr.train_step = watch
     r = tr.run()
     assert r["completed"] and tr.step == 5

@@ -1,4 +1,5 @@
 "EAGLE-3 drafter: alignment, TTT mask, vocabulary mapping, online = offline, exact resume, serving layout."
+
 import json
 from pathlib import Path
 import pytest
@@ -6,15 +7,23 @@ import torch
 from safetensors import safe_open
 from mdlm_kit.checkpoint import CheckpointError
 from mdlm_kit.draft_train import DraftTrainConfig, DraftTrainer
-from mdlm_kit.eagle3 import (Eagle3Config, Eagle3DraftModel, Eagle3Error, build_vocab_mapping, default_aux_layer_ids,
-                             eagle3_forward, shift_left, ttt_attention_mask)
+from mdlm_kit.eagle3 import (
+    Eagle3Config,
+    Eagle3DraftModel,
+    Eagle3Error,
+    build_vocab_mapping,
+    default_aux_layer_ids,
+    eagle3_forward,
+    shift_left,
+    ttt_attention_mask,
+)
 from mdlm_kit.features import save_hidden_states
 from mdlm_kit.targets import tiny_target
 from test_dflash import _chat_file, _events
 
 
 def test_alignment_by_hand():
-    assert default_aux_layer_ids(30) == [1, 14, 26]        # SmolLM2: inputs of layers 2, 15 and 27
+    assert default_aux_layer_ids(30) == [1, 14, 26]  # SmolLM2: inputs of layers 2, 15 and 27
     x = torch.tensor([[10, 11, 12, 13]])
     assert shift_left(x, 1).tolist() == [[11, 12, 13, 0]]  # step 0 pairs h_t with x_{t+1}
     assert shift_left(x, 3).tolist() == [[13, 0, 0, 0]]
@@ -24,37 +33,43 @@ def test_ttt_mask_by_hand():
     m = ttt_attention_mask(4, 1)
     want = torch.zeros(4, 8, dtype=torch.bool)
     for t in range(4):
-        want[t, :t + 1] = True      # causal over step-0 keys
-        want[t, 4 + t] = True       # its own position at step 1
+        want[t, : t + 1] = True  # causal over step-0 keys
+        want[t, 4 + t] = True  # its own position at step 1
     assert torch.equal(m, want)
 
 
 def test_vocab_mapping_round_trip():
     g = torch.Generator().manual_seed(0)
-    samples = [{"input_ids": torch.randint(0, 50, (40,), generator=g), "loss_mask": torch.randint(0, 2, (40,), generator=g)}
-               for _ in range(5)]
+    samples = [
+        {"input_ids": torch.randint(0, 50, (40,), generator=g), "loss_mask": torch.randint(0, 2, (40,), generator=g)}
+        for _ in range(5)
+    ]
     d2t, t2d = build_vocab_mapping(samples, 60, 20)
     tids = torch.arange(20) + d2t
     assert torch.equal(tids, tids.sort().values) and t2d.sum() == 20 and t2d[tids].all()
     # draft id -> target id -> draft id
     t2d_index = torch.cumsum(t2d.long(), 0) - 1
     assert torch.equal(t2d_index[tids], torch.arange(20))
-    with pytest.raises(Eagle3Error, match="draft-vocab-size"): build_vocab_mapping(samples, 60, 61)
+    with pytest.raises(Eagle3Error, match="draft-vocab-size"):
+        build_vocab_mapping(samples, 60, 61)
 
 
 def test_soft_loss_ignores_out_of_vocab_targets():
     tgt = tiny_target("llama", num_layers=5)
     cfg = Eagle3Config.from_target(tgt.config, draft_vocab_size=4, ttt_length=1)
     d = Eagle3DraftModel(cfg)
-    d2t, t2d = build_vocab_mapping([{"input_ids": torch.tensor([5, 6, 7, 8]), "loss_mask": torch.ones(4, dtype=torch.long)}],
-                                   tgt.vocab_size, 4)
+    d2t, t2d = build_vocab_mapping(
+        [{"input_ids": torch.tensor([5, 6, 7, 8]), "loss_mask": torch.ones(4, dtype=torch.long)}], tgt.vocab_size, 4
+    )
     d.set_vocab(d2t, t2d)
-    x = torch.randint(10, 100, (1, 6)); tables = tgt.embeddings_and_head()
+    x = torch.randint(10, 100, (1, 6))
+    tables = tgt.embeddings_and_head()
     aux = torch.randn(1, 6, 3 * cfg.hidden_size)
-    logits = torch.full((1, 6, tgt.vocab_size), -10.0); logits[..., 50] = 10.0     # target top-1 (id 50) outside the draft vocab
+    logits = torch.full((1, 6, tgt.vocab_size), -10.0)
+    logits[..., 50] = 10.0  # target top-1 (id 50) outside the draft vocab
     r = eagle3_forward(d, tables, x, torch.ones_like(x), aux, logits)
     assert r["numerator"].item() == 0.0 and r["pos_correct"].item() == 0.0
-    logits[0, 3, 6] = 20.0                                                          # one position whose top-1 is in it
+    logits[0, 3, 6] = 20.0  # one position whose top-1 is in it
     assert eagle3_forward(d, tables, x, torch.ones_like(x), aux, logits)["numerator"].item() > 0
 
 
@@ -62,14 +77,28 @@ def test_soft_loss_ignores_out_of_vocab_targets():
 def tiny(tmp_path_factory):
     d = tmp_path_factory.mktemp("tiny3")
     tgt = tiny_target("llama", num_layers=6)
-    tgt.model.save_pretrained(d / "target"); tgt.tokenizer.save_pretrained(d / "target")
+    tgt.model.save_pretrained(d / "target")
+    tgt.tokenizer.save_pretrained(d / "target")
     return tgt, _chat_file(d / "chat.jsonl", n=8, answer_chars=200), d
 
 
 def _cfg(chat, **kw):
-    base = dict(train_data_path=str(chat), ttt_length=3, draft_vocab_size=64, batch_size=2, gradient_accumulation_steps=2,
-                num_epochs=2, log_interval=1, eval_interval=100, save_interval=2, device="cpu", precision="fp32", seed=1,
-                learning_rate=1e-3, max_length=96)
+    base = dict(
+        train_data_path=str(chat),
+        ttt_length=3,
+        draft_vocab_size=64,
+        batch_size=2,
+        gradient_accumulation_steps=2,
+        num_epochs=2,
+        log_interval=1,
+        eval_interval=100,
+        save_interval=2,
+        device="cpu",
+        precision="fp32",
+        seed=1,
+        learning_rate=1e-3,
+        max_length=96,
+    )
     base.update(kw)
     return DraftTrainConfig(**base)
 
@@ -81,8 +110,12 @@ def test_online_equals_offline(tiny, tmp_path):
     assert on.recipe.layer_ids == [1, 2, 2, 5]
     feats = tmp_path / "feats"
     save_hidden_states(tgt, on.train_set, on.recipe.layer_ids, feats, dtype="fp32", progress=False)
-    off = DraftTrainer(_cfg(chat, target_model_path=str(d / "target"), train_data_path="", train_hidden_states_path=str(feats)),
-                       tmp_path / "off", "eagle3", **quiet)
+    off = DraftTrainer(
+        _cfg(chat, target_model_path=str(d / "target"), train_data_path="", train_hidden_states_path=str(feats)),
+        tmp_path / "off",
+        "eagle3",
+        **quiet,
+    )
     assert torch.equal(on.model.d2t, off.model.d2t)
     a, b = on.train_step(), off.train_step()
     assert a["loss"] == pytest.approx(b["loss"], rel=1e-5) and set(a) >= {"acc_0", "acc_1", "acc_2"}
@@ -100,22 +133,40 @@ def test_resume_exact_and_serving_layout(tiny, tmp_path):
     cfg = json.loads((draft / "config.json").read_text())
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["draft_vocab_size"] == 64
     assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 2, 2] and cfg["tie_word_embeddings"] is False
-    with safe_open(str(draft / "model.safetensors"), "pt") as f: names = set(f.keys())
-    assert names == {"d2t", "t2d", "fc.weight", "norm.weight", "lm_head.weight", "midlayer.hidden_norm.weight",
-                     "midlayer.input_layernorm.weight", "midlayer.post_attention_layernorm.weight",
-                     *(f"midlayer.self_attn.{p}_proj.weight" for p in "qkvo"),
-                     *(f"midlayer.mlp.{p}_proj.weight" for p in ("gate", "up", "down"))}
+    with safe_open(str(draft / "model.safetensors"), "pt") as f:
+        names = set(f.keys())
+    assert names == {
+        "d2t",
+        "t2d",
+        "fc.weight",
+        "norm.weight",
+        "lm_head.weight",
+        "midlayer.hidden_norm.weight",
+        "midlayer.input_layernorm.weight",
+        "midlayer.post_attention_layernorm.weight",
+        *(f"midlayer.self_attn.{p}_proj.weight" for p in "qkvo"),
+        *(f"midlayer.mlp.{p}_proj.weight" for p in ("gate", "up", "down")),
+    }
     m = Eagle3DraftModel.from_pretrained(draft)
     assert m.config.draft_vocab_size == 64
     with pytest.raises(CheckpointError, match="not an EAGLE-3"):
         from mdlm_kit.dflash import DFlashDraftModel, DFlashConfig
-        DFlashDraftModel(DFlashConfig(target_layer_ids=[0], vocab_size=10, mask_token_id=0)).save_pretrained(tmp_path / "df")
+
+        DFlashDraftModel(DFlashConfig(target_layer_ids=[0], vocab_size=10, mask_token_id=0)).save_pretrained(
+            tmp_path / "df"
+        )
         Eagle3DraftModel.from_pretrained(tmp_path / "df")
 
 
 def test_profile_writes_a_trace(tiny, tmp_path):
     tgt, chat, _ = tiny
-    DraftTrainer(_cfg(chat, max_steps=2, profile=True, profile_start_step=0, profile_num_steps=1), tmp_path / "p", "eagle3",
-                 target=tgt, progress=False, log=lambda *a: None).run()
+    DraftTrainer(
+        _cfg(chat, max_steps=2, profile=True, profile_start_step=0, profile_num_steps=1),
+        tmp_path / "p",
+        "eagle3",
+        target=tgt,
+        progress=False,
+        log=lambda *a: None,
+    ).run()
     traces = list((tmp_path / "p" / "profile").glob("*.json"))
     assert len(traces) == 1 and traces[0].stat().st_size > 1000

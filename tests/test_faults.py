@@ -1,4 +1,5 @@
 "Fault injection (slow): SIGKILL every long-running command at random moments; resumes lose nothing and end bit-equal."
+
 import sys
 from pathlib import Path
 import pytest

@@ -5,6 +5,7 @@ and every cell must have run. In the widgets notebook every explorer must show a
 Run All and again after each of its controls is moved. Cells flagged `#| notest` (hours of training, a server that
 blocks) are made raw in the copy, so Run All skips them as `nbdev-test` does.
 """
+
 import base64
 import io
 import json
@@ -25,7 +26,13 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.name for p in (ROOT / "nbs").glob("*.ipynb"))
 WIDGETS = "19_widgets.ipynb"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking", "--no-first-run"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--no-first-run",
+]
 # JupyterLab's own settings for the test: every cell in the page (no windowing), no autosave, no news or update checks
 LAB_SETTINGS = {
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
@@ -46,7 +53,8 @@ def _skip_notest_cells(nb_path: Path):
         src = "".join(c["source"])
         if c["cell_type"] == "code" and any(l.strip() in ("#| notest", "#|notest") for l in src.splitlines()):
             c["cell_type"] = "raw"
-            for k in ("outputs", "execution_count"): c.pop(k, None)
+            for k in ("outputs", "execution_count"):
+                c.pop(k, None)
     nb_path.write_text(json.dumps(nb, indent=1))
 
 
@@ -57,24 +65,46 @@ def lab(tmp_path_factory):
         pytest.fail(CHROMIUM_MISSING)
     work = tmp_path_factory.mktemp("lab")
     shutil.copytree(ROOT / "nbs", work / "nbs", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    for name in ("pyproject.toml", "configs"):   # what the notebooks read above nbs/ (nbdev's settings, configs/)
+    for name in ("pyproject.toml", "configs"):  # what the notebooks read above nbs/ (nbdev's settings, configs/)
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
-    for nb in (work / "nbs").glob("*.ipynb"): _skip_notest_cells(nb)
+    for nb in (work / "nbs").glob("*.ipynb"):
+        _skip_notest_cells(nb)
     settings = work / "lab-settings"
     for rel, value in LAB_SETTINGS.items():
         (settings / rel).parent.mkdir(parents=True, exist_ok=True)
         (settings / rel).write_text(json.dumps(value))
-    env = {**os.environ, "JUPYTERLAB_SETTINGS_DIR": str(settings), "JUPYTERLAB_WORKSPACES_DIR": str(work / "ws"),
-           "JUPYTER_CONFIG_DIR": str(work / "cfg"), "JUPYTER_RUNTIME_DIR": str(work / "rt"), "MPLBACKEND": ""}
-    env.pop("MPLBACKEND")   # the kernel's own inline backend, as a learner gets it
+    env = {
+        **os.environ,
+        "JUPYTERLAB_SETTINGS_DIR": str(settings),
+        "JUPYTERLAB_WORKSPACES_DIR": str(work / "ws"),
+        "JUPYTER_CONFIG_DIR": str(work / "cfg"),
+        "JUPYTER_RUNTIME_DIR": str(work / "rt"),
+        "MPLBACKEND": "",
+    }
+    env.pop("MPLBACKEND")  # the kernel's own inline backend, as a learner gets it
     port = _free_port()
     log = open(work / "lab.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-                             "--IdentityProvider.token=", "--ServerApp.password=", "--LabApp.expose_app_in_browser=True",
-                             "--ServerApp.terminals_enabled=False", f"--ServerApp.root_dir={work / 'nbs'}"]
-                            + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []), cwd=work / "nbs", env=env, stdout=log,
-                            stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            "--IdentityProvider.token=",
+            "--ServerApp.password=",
+            "--LabApp.expose_app_in_browser=True",
+            "--ServerApp.terminals_enabled=False",
+            f"--ServerApp.root_dir={work / 'nbs'}",
+        ]
+        + (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []),
+        cwd=work / "nbs",
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
     while True:
@@ -88,14 +118,17 @@ def lab(tmp_path_factory):
             time.sleep(0.5)
     yield url, work / "nbs"
     proc.terminate()
-    try: proc.wait(20)
-    except subprocess.TimeoutExpired: proc.kill()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
     log.close()
 
 
 @pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         yield b
@@ -122,9 +155,12 @@ def open_lab(page, url: str):
 
 def run_all(page, name: str, timeout_s: float) -> float:
     "Open `name` in the JupyterLab page, Run All, wait until it ends, save; returns the seconds it ran."
-    page.evaluate(f"async () => {{ await window.jupyterapp.commands.execute('docmanager:open', {{path: {json.dumps(name)}}}); }}")
-    page.wait_for_function(f"() => {_CURRENT} && {_CURRENT}.context && {_CURRENT}.context.path === {json.dumps(name)}",
-                           timeout=120_000)
+    page.evaluate(
+        f"async () => {{ await window.jupyterapp.commands.execute('docmanager:open', {{path: {json.dumps(name)}}}); }}"
+    )
+    page.wait_for_function(
+        f"() => {_CURRENT} && {_CURRENT}.context && {_CURRENT}.context.path === {json.dumps(name)}", timeout=120_000
+    )
     page.wait_for_function(_KERNEL_IDLE, timeout=120_000)
     t0 = time.time()
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
@@ -145,18 +181,21 @@ def cell_failures(nb_path: Path) -> list[str]:
     "Every code cell that did not run or ended in an error, from the notebook as JupyterLab saved it."
     out = []
     for i, c in enumerate(json.loads(nb_path.read_text())["cells"]):
-        if c["cell_type"] != "code": continue
+        if c["cell_type"] != "code":
+            continue
         head = "".join(c["source"]).splitlines()[:1]
         for o in c.get("outputs", []):
             if o["output_type"] == "error":
                 out.append(f"cell {i} {head}: {o['ename']}: {o['evalue']}\n" + "\n".join(o["traceback"])[-1500:])
-        if c.get("execution_count") is None: out.append(f"cell {i} {head}: never ran")
+        if c.get("execution_count") is None:
+            out.append(f"cell {i} {head}: never ran")
     return out
 
 
 def drawn_fraction(data_uri: str) -> float:
     "The share of a PNG's pixels that are not background white."
     from PIL import Image
+
     img = Image.open(io.BytesIO(base64.b64decode(data_uri.split(",", 1)[1]))).convert("RGB")
     a = np.asarray(img).astype(int)
     return float((a.min(axis=2) < 235).mean())
@@ -174,9 +213,11 @@ def test_jupyterlab_runs_every_notebook_without_errors(lab, browser):
     open_lab(page, url)
     errors, times = {}, {}
     for name in NOTEBOOKS:
-        if name == WIDGETS: continue   # run, with its figures checked, by the next test
+        if name == WIDGETS:
+            continue  # run, with its figures checked, by the next test
         times[name] = run_all(page, name, timeout_s=600)
-        if fails := cell_failures(nbs / name): errors[name] = fails
+        if fails := cell_failures(nbs / name):
+            errors[name] = fails
         close_notebook(page)
     page.close()
     print("Run All seconds:", {k: round(v, 1) for k, v in times.items()})
@@ -201,7 +242,8 @@ def _move(kind: str, el):
         handle = el.locator(".noUi-handle")
         handle.focus()
         handle.press("ArrowRight")
-        if readout.inner_text() == before: handle.press("ArrowLeft")   # it was at its maximum
+        if readout.inner_text() == before:
+            handle.press("ArrowLeft")  # it was at its maximum
         return f"{before} -> {readout.inner_text()}"
     if kind == "dropdown":
         sel = el.locator("select")
@@ -221,7 +263,7 @@ def test_every_explorer_draws_after_run_all_and_after_each_control_moves(lab, br
     open_lab(page, url)
     run_all(page, WIDGETS, timeout_s=300)
     assert not (fails := cell_failures(nbs / WIDGETS)), "\n".join(fails)
-    page.wait_for_timeout(2000)   # anything the browser sends back after Run All (a slider snapping) has landed
+    page.wait_for_timeout(2000)  # anything the browser sends back after Run All (a slider snapping) has landed
     figures = page.evaluate(_FIGURES)
     assert len(figures) == 6, f"expected the notebook's six explorers, found {len(figures)}"
     blank = [i for i, f in enumerate(figures) if f is None or drawn_fraction(f) < 0.01]
@@ -234,10 +276,14 @@ def test_every_explorer_draws_after_run_all_and_after_each_control_moves(lab, br
             what = _move(kind, el)
             page.wait_for_function(f"() => ({_FIGURES})()[{i}] !== null", timeout=30_000)
             frac = drawn_fraction(page.evaluate(_FIGURES)[i])
-            err = page.locator(".widget-interact").nth(i).locator(
-                ".widget-output [data-mime-type='application/vnd.jupyter.stderr']").count()
+            err = (
+                page.locator(".widget-interact")
+                .nth(i)
+                .locator(".widget-output [data-mime-type='application/vnd.jupyter.stderr']")
+                .count()
+            )
             moved.append((i, kind, what, round(frac, 3), err))
     page.close()
-    assert len(moved) >= 14, moved   # every control of the six explorers was found and moved
+    assert len(moved) >= 14, moved  # every control of the six explorers was found and moved
     bad = [m for m in moved if m[3] < 0.01 or m[4]]
     assert not bad, f"explorer, control, move, drawn share, error outputs: {bad}"

@@ -1,13 +1,18 @@
 "The package's import graph follows the house's layers: each module imports only its own layer and those before it."
+
 import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "mdlm_kit"
 # core -> text -> (mdlm | drafts, side by side, never importing each other) -> ui -> cli
-LAYERS = {"core": ["device", "config", "checkpoint", "layers"], "text": ["tokenizer", "data"],
-          "mdlm": ["model", "diffusion", "sampling", "train"],
-          "drafts": ["targets", "chat_data", "features", "dflash", "eagle3", "draft_train", "speculative", "recipes"],
-          "ui": ["widgets", "playground"], "cli": ["cli", "draft_cli"]}
+LAYERS = {
+    "core": ["device", "config", "checkpoint", "layers"],
+    "text": ["tokenizer", "data"],
+    "mdlm": ["model", "diffusion", "sampling", "train"],
+    "drafts": ["targets", "chat_data", "features", "dflash", "eagle3", "draft_train", "speculative", "recipes"],
+    "ui": ["widgets", "playground"],
+    "cli": ["cli", "draft_cli"],
+}
 RANK = {"core": 0, "text": 1, "mdlm": 2, "drafts": 2, "ui": 3, "cli": 4}
 LAYER_OF = {m: layer for layer, mods in LAYERS.items() for m in mods}
 
@@ -17,8 +22,10 @@ def imports(path: Path) -> set[str]:
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            if node.level == 1 and node.module: out.add(node.module.split(".")[0])
-            elif node.level == 0 and (node.module or "").startswith("mdlm_kit."): out.add(node.module.split(".")[1])
+            if node.level == 1 and node.module:
+                out.add(node.module.split(".")[0])
+            elif node.level == 0 and (node.module or "").startswith("mdlm_kit."):
+                out.add(node.module.split(".")[1])
         elif isinstance(node, ast.Import):
             out |= {a.name.split(".")[1] for a in node.names if a.name.startswith("mdlm_kit.")}
     return out

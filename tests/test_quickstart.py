@@ -1,10 +1,11 @@
 "The quickstart path end to end on the embedded corpus (shortened), through the console script: it must learn."
+
 import json, re, subprocess, sys
 from pathlib import Path
 import pytest
 from conftest import read_events
 
-STEPS = 400   # a shortened run: long enough to leave the unigram behind, short enough for the test suite
+STEPS = 400  # a shortened run: long enough to leave the unigram behind, short enough for the test suite
 
 
 def sample_bodies(stdout: str) -> dict[str, str]:
@@ -13,42 +14,68 @@ def sample_bodies(stdout: str) -> dict[str, str]:
     bodies = {}
     for title, body in found:
         prompt = re.search(r"prompt '([^']*)'", title)
-        bodies[title] = body[len(prompt.group(1)):] if prompt and body.startswith(prompt.group(1)) else body
+        bodies[title] = body[len(prompt.group(1)) :] if prompt and body.startswith(prompt.group(1)) else body
     return bodies
 
 
 @pytest.mark.slow
 def test_quickstart_learns_and_compares_with_ar(tmp_path):
     from mdlm_kit.data import PackedData, known_word_fraction
+
     exe = Path(sys.executable).parent / "mdlm-kit"
     out = tmp_path / "qs"
-    r = subprocess.run([str(exe), "quickstart", "--output-dir", str(out), "--baseline", "--max-steps", str(STEPS), "--no-progress",
-                        "--set", "training.eval_interval=200"], capture_output=True, text=True, timeout=1500)
+    r = subprocess.run(
+        [
+            str(exe),
+            "quickstart",
+            "--output-dir",
+            str(out),
+            "--baseline",
+            "--max-steps",
+            str(STEPS),
+            "--no-progress",
+            "--set",
+            "training.eval_interval=200",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     c = json.loads((out / "comparison.json").read_text())
     uni, mdlm, ar = c["unigram_nats_per_token"], c["mdlm"]["nats_per_token"], c["ar"]["nats_per_token"]
-    assert mdlm < 0.99 * uni, (mdlm, uni)              # it uses context: below the unigram entropy (0.98 at 400 steps)
-    assert ar < mdlm                                   # the exact AR NLL is lower than the bound at this budget
+    assert mdlm < 0.99 * uni, (mdlm, uni)  # it uses context: below the unigram entropy (0.98 at 400 steps)
+    assert ar < mdlm  # the exact AR NLL is lower than the bound at this budget
     assert c["mdlm"]["quadrature_error"] < 0.02
     assert f"{mdlm:.3f}" in r.stdout and f"{ar:.3f}" in r.stdout and f"{c['mdlm_over_ar']:.2f}x" in r.stdout
     vals = [e["elbo_nats_per_token"] for e in read_events(out, "validation")]
     assert len(vals) == 2 and vals[1] < vals[0]
     bodies = sample_bodies(r.stdout)
-    assert len(bodies) == 4, r.stdout                  # three diffusion samples, one from the AR baseline
+    assert len(bodies) == 4, r.stdout  # three diffusion samples, one from the AR baseline
     words = PackedData(out / "data").words("train")
-    text = "\n".join(bodies.values())       # at 400 steps one sampler may still repeat a symbol (">>>>"): judge them together
+    text = "\n".join(
+        bodies.values()
+    )  # at 400 steps one sampler may still repeat a symbol (">>>>"): judge them together
     assert len(re.findall(r"[A-Za-z]{3,}", text)) >= 20, bodies
-    assert known_word_fraction(text, words) >= 0.6, bodies   # words, not glued fragments (unigram noise: about 0.4)
-    assert (out / "inference" / "model.safetensors").is_file() and (out / "ar" / "inference" / "model.safetensors").is_file()
+    assert known_word_fraction(text, words) >= 0.6, bodies  # words, not glued fragments (unigram noise: about 0.4)
+    assert (out / "inference" / "model.safetensors").is_file() and (
+        out / "ar" / "inference" / "model.safetensors"
+    ).is_file()
     # running it again reuses both finished runs instead of retraining or failing
-    r2 = subprocess.run([str(exe), "quickstart", "--output-dir", str(out), "--baseline", "--no-progress"], capture_output=True, text=True,
-                        timeout=600)
+    r2 = subprocess.run(
+        [str(exe), "quickstart", "--output-dir", str(out), "--baseline", "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r2.returncode == 0, r2.stderr[-2000:]
     assert r2.stdout.count("already holds a finished") == 2, r2.stdout
 
 
 def test_sample_bodies_leave_out_headers_and_prompts():
-    text = ("=== sample (prompt 'Return the', blocks) ===\nReturn the value of x\n=== end of sample ===\n"
-            "80% of its words occur in the training text\n=== sample (unconditional) ===\nglued fragmentsxx\n"
-            "=== end of sample ===\n")
+    text = (
+        "=== sample (prompt 'Return the', blocks) ===\nReturn the value of x\n=== end of sample ===\n"
+        "80% of its words occur in the training text\n=== sample (unconditional) ===\nglued fragmentsxx\n"
+        "=== end of sample ===\n"
+    )
     assert sample_bodies(text) == {"prompt 'Return the', blocks": " value of x", "unconditional": "glued fragmentsxx"}

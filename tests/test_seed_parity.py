@@ -1,4 +1,5 @@
 "The seed scripts' command lines and files: flags spelled their way, SpecForge draft configs, template names, refusals."
+
 import json
 import pytest
 import torch
@@ -11,34 +12,61 @@ from mdlm_kit.targets import LLAMA3_TEMPLATE, tiny_target
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     from conftest import save_tiny_target_and_chat
+
     d = tmp_path_factory.mktemp("seed")
     return save_tiny_target_and_chat(d, "qwen3"), d
 
 
 def _specforge_config(tgt, **extra) -> dict:
-    "A draft config in SpecForge's layout (as in its configs/qwen3-*-eagle3.json and -dflash.json), sized for the tiny target."
+    """A draft config in SpecForge's layout (as in its configs/qwen3-*-eagle3.json and -dflash.json), sized for the tiny
+    target."""
     c = tgt.config
-    return {"architectures": ["X"], "hidden_size": c.hidden_size, "intermediate_size": c.intermediate_size,
-            "num_attention_heads": c.num_attention_heads, "num_key_value_heads": c.num_key_value_heads,
-            "head_dim": c.head_dim, "rms_norm_eps": 1e-6, "rope_scaling": None, "rope_theta": 1000000,
-            "max_position_embeddings": 4096, "vocab_size": c.vocab_size, "tie_word_embeddings": False, **extra}
+    return {
+        "architectures": ["X"],
+        "hidden_size": c.hidden_size,
+        "intermediate_size": c.intermediate_size,
+        "num_attention_heads": c.num_attention_heads,
+        "num_key_value_heads": c.num_key_value_heads,
+        "head_dim": c.head_dim,
+        "rms_norm_eps": 1e-6,
+        "rope_scaling": None,
+        "rope_theta": 1000000,
+        "max_position_embeddings": 4096,
+        "vocab_size": c.vocab_size,
+        "tie_word_embeddings": False,
+        **extra,
+    }
 
 
 def _trainer(setup, tmp_path, algorithm, **kw):
     tgt, d = setup
-    cfg = DraftTrainConfig(train_data_path=str(d / "chat.jsonl"), target_model_path=str(d / "t"), batch_size=2, max_steps=1,
-                           save_interval=100, eval_interval=100, device="cpu", precision="fp32", block_size=4,
-                           num_anchors=4, ttt_length=2, **kw)
+    cfg = DraftTrainConfig(
+        train_data_path=str(d / "chat.jsonl"),
+        target_model_path=str(d / "t"),
+        batch_size=2,
+        max_steps=1,
+        save_interval=100,
+        eval_interval=100,
+        device="cpu",
+        precision="fp32",
+        block_size=4,
+        num_anchors=4,
+        ttt_length=2,
+        **kw,
+    )
     return DraftTrainer(cfg, tmp_path / "run", algorithm=algorithm, target=tgt, progress=False, log=lambda *a: None)
 
 
 def test_specforge_eagle3_config_keeps_its_rope_and_takes_layers_from_the_target(setup, tmp_path):
     tgt, _ = setup
     p = tmp_path / "eagle3.json"
-    p.write_text(json.dumps(_specforge_config(tgt, architectures=["LlamaForCausalLMEagle3"], num_hidden_layers=1,
-                                              draft_vocab_size=64)))
+    p.write_text(
+        json.dumps(
+            _specforge_config(tgt, architectures=["LlamaForCausalLMEagle3"], num_hidden_layers=1, draft_vocab_size=64)
+        )
+    )
     c = _trainer(setup, tmp_path, "eagle3", draft_config_path=str(p)).model.config
-    assert c.rope_parameters["rope_theta"] == 1000000           # not the 10000 default
+    assert c.rope_parameters["rope_theta"] == 1000000  # not the 10000 default
     assert c.eagle_aux_hidden_state_layer_ids == default_aux_layer_ids(5) and c.num_target_layers == 5
     assert (c.draft_vocab_size, c.max_position_embeddings) == (64, 4096)
 
@@ -46,13 +74,23 @@ def test_specforge_eagle3_config_keeps_its_rope_and_takes_layers_from_the_target
 def test_specforge_dflash_config_reads_the_nested_dflash_block(setup, tmp_path):
     tgt, _ = setup
     p = tmp_path / "dflash.json"
-    p.write_text(json.dumps(_specforge_config(tgt, architectures=["DFlashDraftModel"], num_hidden_layers=2, block_size=4,
-                                              num_target_layers=5, dflash_config={"mask_token_id": 3, "target_layer_ids": [1, 3]})))
+    p.write_text(
+        json.dumps(
+            _specforge_config(
+                tgt,
+                architectures=["DFlashDraftModel"],
+                num_hidden_layers=2,
+                block_size=4,
+                num_target_layers=5,
+                dflash_config={"mask_token_id": 3, "target_layer_ids": [1, 3]},
+            )
+        )
+    )
     tr = _trainer(setup, tmp_path, "dflash", draft_config_path=str(p))
     c = tr.model.config
     assert (c.mask_token_id, c.target_layer_ids, c.num_hidden_layers, len(tr.model.layers)) == (3, [1, 3], 2, 2)
     assert c.rope_parameters["rope_theta"] == 1000000
-    tr.run()                                                   # and it trains
+    tr.run()  # and it trains
     p.write_text(json.dumps(_specforge_config(tgt, num_target_layers=36, block_size=4)))
     with pytest.raises(Exception, match="num_target_layers = 36; this target has 5"):
         _trainer(setup, tmp_path / "b", "dflash", draft_config_path=str(p))
@@ -62,20 +100,49 @@ def test_seed_flag_spellings_and_template_names(setup, tmp_path, capsys):
     tgt, d = setup
     ap = make_parser()
     for algo in ("dflash", "eagle3"):
-        a = ap.parse_args([f"train-{algo}", "--output-dir", "x", "--accumulation-steps", "3", "--draft-model-config", "c.json",
-                           "--trust-remote-code", "--cache-dir", "cache"])
-        assert (a.gradient_accumulation_steps, a.draft_config_path, a.trust_remote_code, a.cache_dir) == (3, "c.json", True, "cache")
+        a = ap.parse_args(
+            [
+                f"train-{algo}",
+                "--output-dir",
+                "x",
+                "--accumulation-steps",
+                "3",
+                "--draft-model-config",
+                "c.json",
+                "--trust-remote-code",
+                "--cache-dir",
+                "cache",
+            ]
+        )
+        assert (a.gradient_accumulation_steps, a.draft_config_path, a.trust_remote_code, a.cache_dir) == (
+            3,
+            "c.json",
+            True,
+            "cache",
+        )
     old = tgt.tokenizer.chat_template
     try:
         _trainer(setup, tmp_path, "eagle3", chat_template="llama3", cache_dir=str(tmp_path / "cache"))
         assert tgt.tokenizer.chat_template == LLAMA3_TEMPLATE
-    finally: tgt.tokenizer.chat_template = old
-    assert any((tmp_path / "cache").glob("vocab-*.pt"))        # the draft vocabulary went to --cache-dir
+    finally:
+        tgt.tokenizer.chat_template = old
+    assert any((tmp_path / "cache").glob("vocab-*.pt"))  # the draft vocabulary went to --cache-dir
 
 
 def test_sglang_backend_is_refused_with_a_message(setup, tmp_path, capsys):
     _, d = setup
-    rc = main(["train-dflash", "--output-dir", str(tmp_path / "r"), "--target-model-path", str(d / "t"),
-               "--train-data-path", str(d / "chat.jsonl"), "--target-model-backend", "sglang"])
+    rc = main(
+        [
+            "train-dflash",
+            "--output-dir",
+            str(tmp_path / "r"),
+            "--target-model-path",
+            str(d / "t"),
+            "--train-data-path",
+            str(d / "chat.jsonl"),
+            "--target-model-backend",
+            "sglang",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "sglang" in err and "not supported" in err and not (tmp_path / "r" / "checkpoints").exists()

@@ -1,10 +1,19 @@
-"Speculative decoding: lossless against plain decoding, exact in distribution when sampling, and train/decode consistency."
+"Speculative decoding: lossless against plain decoding, exact"
+
+"in distribution when sampling, and train/decode consistency."
+
 import pytest
 import torch
 from mdlm_kit.dflash import DFlashConfig, DFlashDraftModel, dflash_forward
 from mdlm_kit.eagle3 import Eagle3Config, Eagle3DraftModel, eagle3_forward
-from mdlm_kit.speculative import (SamplingParams, dflash_decode, eagle3_decode, eagle3_tree_decode, plain_decode,
-                                  summarize_runs)
+from mdlm_kit.speculative import (
+    SamplingParams,
+    dflash_decode,
+    eagle3_decode,
+    eagle3_tree_decode,
+    plain_decode,
+    summarize_runs,
+)
 from mdlm_kit.targets import tiny_target
 
 BS = 6
@@ -15,32 +24,41 @@ def setup():
     torch.manual_seed(0)
     tgt = tiny_target("llama", num_layers=6, hidden_size=64)
     prompt = torch.randint(5, tgt.vocab_size, (9,)).tolist()
-    answer = plain_decode(tgt, prompt, 40).tokens            # the target's own greedy continuation (self-distilled)
+    answer = plain_decode(tgt, prompt, 40).tokens  # the target's own greedy continuation (self-distilled)
     return tgt, tgt.embeddings_and_head(), prompt, answer
 
 
 def _overfit_dflash(tgt, tables, prompt, answer, steps=150):
     torch.manual_seed(0)
     d = DFlashDraftModel(DFlashConfig.from_target(tgt.config, mask_token_id=0, block_size=BS, num_feature_layers=2))
-    x = torch.tensor([prompt + answer]); lm = torch.zeros_like(x); lm[0, len(prompt) - 1:] = 1
+    x = torch.tensor([prompt + answer])
+    lm = torch.zeros_like(x)
+    lm[0, len(prompt) - 1 :] = 1
     hid = tgt(x, layer_ids=d.config.target_layer_ids).hidden_states
-    anchors = torch.arange(len(prompt) - 1, x.shape[1] - 1)[None]; keep = torch.ones_like(anchors, dtype=torch.bool)
+    anchors = torch.arange(len(prompt) - 1, x.shape[1] - 1)[None]
+    keep = torch.ones_like(anchors, dtype=torch.bool)
     opt = torch.optim.AdamW(d.parameters(), lr=3e-3)
     for _ in range(steps):
         out = dflash_forward(d, tables, x, lm, hid, anchors, keep, gamma=4.0)
-        opt.zero_grad(); (out["numerator"] / out["denominator"]).backward(); opt.step()
+        opt.zero_grad()
+        (out["numerator"] / out["denominator"]).backward()
+        opt.step()
     return d.eval()
 
 
 def _overfit_eagle3(tgt, tables, prompt, answer, steps=200):
     torch.manual_seed(0)
     d = Eagle3DraftModel(Eagle3Config.from_target(tgt.config, ttt_length=4))
-    x = torch.tensor([prompt + answer]); lm = torch.zeros_like(x); lm[0, len(prompt) - 2:] = 1
+    x = torch.tensor([prompt + answer])
+    lm = torch.zeros_like(x)
+    lm[0, len(prompt) - 2 :] = 1
     out = tgt(x, layer_ids=d.config.eagle_aux_hidden_state_layer_ids)
     opt = torch.optim.AdamW(d.parameters(), lr=3e-3)
     for _ in range(steps):
         r = eagle3_forward(d, tables, x, lm, out.hidden_states, out.logits)
-        opt.zero_grad(); (r["numerator"] / r["denominator"]).backward(); opt.step()
+        opt.zero_grad()
+        (r["numerator"] / r["denominator"]).backward()
+        opt.step()
     return d.eval()
 
 
@@ -76,13 +94,18 @@ def test_overfit_drafters_accept_at_decoding_time(setup, drafters):
     # a tree with one child per node is the chain: the two implementations agree cycle by cycle
     r5 = eagle3_tree_decode(tgt, e3, tables, prompt, 40, depth=4, top_k=1, tree_nodes=4)
     assert (r5.tokens, r5.cycles, r5.accepted) == (r2.tokens, r2.cycles, r2.accepted)
-    assert sum(r3.accepted) / len(r3.cycles) >= 2.0, r3.cycles   # and the wider tree still takes most of the path
+    assert sum(r3.accepted) / len(r3.cycles) >= 2.0, r3.cycles  # and the wider tree still takes most of the path
     tau1 = summarize_runs([r1])["tau_pooled"]
     acc2 = sum(r2.accepted) / sum(r2.proposed)
-    assert tau1 >= 0.75 * BS, tau1          # close to the block size
-    r4 = dflash_decode(tgt, df, tables, prompt, 40, num_draft_tokens=2)   # verify 2 of the block's BS-1 drafts
-    assert r4.tokens == answer and max(r4.proposed) == 2 and max(r4.cycles) == 3 and sum(r4.accepted) >= 0.8 * sum(r4.proposed)
-    assert acc2 >= 0.8, acc2                # nearly every drafted token
+    assert tau1 >= 0.75 * BS, tau1  # close to the block size
+    r4 = dflash_decode(tgt, df, tables, prompt, 40, num_draft_tokens=2)  # verify 2 of the block's BS-1 drafts
+    assert (
+        r4.tokens == answer
+        and max(r4.proposed) == 2
+        and max(r4.cycles) == 3
+        and sum(r4.accepted) >= 0.8 * sum(r4.proposed)
+    )
+    assert acc2 >= 0.8, acc2  # nearly every drafted token
 
 
 @pytest.mark.parametrize("cut", ["eos", "max_new_tokens"])
@@ -96,7 +119,7 @@ def test_eos_and_length_cut_inside_an_accepted_block(setup, drafters, cut):
     r2 = eagle3_decode(tgt, e3, tables, prompt, n, num_draft_tokens=4, eos_token_id=eos)
     r3 = eagle3_tree_decode(tgt, e3, tables, prompt, n, depth=4, top_k=2, tree_nodes=8, eos_token_id=eos)
     assert r1.tokens == ref and r2.tokens == ref and r3.tokens == ref
-    assert max(r1.cycles) > 2               # the cut fell inside a multi-token accepted block
+    assert max(r1.cycles) > 2  # the cut fell inside a multi-token accepted block
 
 
 def test_sampling_matches_plain_sampling_in_distribution(setup, drafters):
@@ -108,34 +131,58 @@ def test_sampling_matches_plain_sampling_in_distribution(setup, drafters):
     df, e3 = drafters
     sp = SamplingParams(temperature=1.0, top_k=2)
     N = 400
+
     def dist(fn):
         runs = [fn(s).tokens for s in range(N)]
         return [{t: sum(1 for r in runs if r[i] == t) / N for t in {r[i] for r in runs}} for i in (1, 2)]
-    def tv(a, b): return 0.5 * sum(abs(a.get(k, 0) - b.get(k, 0)) for k in set(a) | set(b))
+
+    def tv(a, b):
+        return 0.5 * sum(abs(a.get(k, 0) - b.get(k, 0)) for k in set(a) | set(b))
+
     plain = dist(lambda s: plain_decode(tgt, prompt, 3, sp, seed=10_000 + s))
-    for fn in (lambda s: dflash_decode(tgt, df, tables, prompt, 3, sp, seed=s),
-               lambda s: eagle3_decode(tgt, e3, tables, prompt, 3, 2, sp, seed=s),
-               lambda s: eagle3_tree_decode(tgt, e3, tables, prompt, 3, 2, 2, 4, sp, seed=s)):
+    for fn in (
+        lambda s: dflash_decode(tgt, df, tables, prompt, 3, sp, seed=s),
+        lambda s: eagle3_decode(tgt, e3, tables, prompt, 3, 2, sp, seed=s),
+        lambda s: eagle3_tree_decode(tgt, e3, tables, prompt, 3, 2, 2, 4, sp, seed=s),
+    ):
         got = dist(fn)
-        for i in range(2): assert tv(plain[i], got[i]) < 0.12, (i, plain[i], got[i])
+        for i in range(2):
+            assert tv(plain[i], got[i]) < 0.12, (i, plain[i], got[i])
 
 
 def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys):
     import json
     from mdlm_kit.cli import main
+
     tgt, _, _, _ = setup
     df, e3 = drafters
-    tgt.model.save_pretrained(tmp_path / "t"); tgt.tokenizer.save_pretrained(tmp_path / "t")
-    df.save_pretrained(tmp_path / "df"); e3.save_pretrained(tmp_path / "e3")
+    tgt.model.save_pretrained(tmp_path / "t")
+    tgt.tokenizer.save_pretrained(tmp_path / "t")
+    df.save_pretrained(tmp_path / "df")
+    e3.save_pretrained(tmp_path / "e3")
     (tmp_path / "p.jsonl").write_text('{"turns": ["What is a list?"]}\nplain line prompt\n')
     for d in ("df", "e3"):
-        rc = main(["speculate", "--target", str(tmp_path / "t"), "--draft", str(tmp_path / d), "--prompts", str(tmp_path / "p.jsonl"),
-                   "--max-new-tokens", "12", "--output", str(tmp_path / f"{d}.json"), "--no-progress"])
+        rc = main(
+            [
+                "speculate",
+                "--target",
+                str(tmp_path / "t"),
+                "--draft",
+                str(tmp_path / d),
+                "--prompts",
+                str(tmp_path / "p.jsonl"),
+                "--max-new-tokens",
+                "12",
+                "--output",
+                str(tmp_path / f"{d}.json"),
+                "--no-progress",
+            ]
+        )
         assert rc == 0
         r = json.loads((tmp_path / f"{d}.json").read_text())
         assert r["lossless"] is True and r["n_prompts"] == 2 and "speedup" in r
         committed = sum(int(k) * v for k, v in r["tokens_per_cycle_histogram"].items())
-        assert committed == r["tokens"] - r["n_prompts"]          # every token but each prompt's first came from a cycle
+        assert committed == r["tokens"] - r["n_prompts"]  # every token but each prompt's first came from a cycle
         assert r["tau_pooled"] == pytest.approx(committed / r["cycles"])
     capsys.readouterr()
     assert main(["speculate", "--target", str(tmp_path / "t"), "--draft", str(tmp_path / "p.jsonl")]) == 2
@@ -144,12 +191,16 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_lossless_on_smollm2():
-    "The real target: speculative greedy output equals plain greedy output for both drafter kinds (untrained is enough)."
+    """The real target: speculative greedy output equals plain greedy output for both drafter kinds (untrained is
+    enough)."""
     from mdlm_kit.speculative import load_prompts, speculate
     from mdlm_kit.targets import TargetModel
+
     tgt = TargetModel.from_pretrained("smollm2")
     torch.manual_seed(0)
-    df = DFlashDraftModel(DFlashConfig.from_target(tgt.config, mask_token_id=tgt.vocab_size, block_size=8, num_feature_layers=2))
+    df = DFlashDraftModel(
+        DFlashConfig.from_target(tgt.config, mask_token_id=tgt.vocab_size, block_size=8, num_feature_layers=2)
+    )
     e3 = Eagle3DraftModel(Eagle3Config.from_target(tgt.config, ttt_length=2))
     prompts = load_prompts("embedded", 2)
     for d in (df, e3):
@@ -162,6 +213,7 @@ def test_lossless_on_smollm2():
 def test_dflash_context_cache_drafts_what_the_full_recompute_drafts(setup, drafters):
     "The decode-time context cache (each committed position fused and projected once) changes no draft."
     from mdlm_kit.dflash import DFlashContextCache, draft_block
+
     tgt, tables, prompt, answer = setup
     df, _ = drafters
     ids = torch.tensor([prompt + answer])
@@ -169,19 +221,29 @@ def test_dflash_context_cache_drafts_what_the_full_recompute_drafts(setup, draft
     cache = DFlashContextCache(df)
     n = 0
     for start in (len(prompt), len(prompt) + 3, len(prompt) + 4, len(prompt) + 9):
-        cache.extend(hid[:, n:start]); n = start
+        cache.extend(hid[:, n:start])
+        n = start
         full = draft_block(df, tables, hid, int(ids[0, start]), start)
         cached = draft_block(df, tables, None, int(ids[0, start]), start, cache=cache)
         assert torch.equal(full, cached), (start, full, cached)
-        for k in (0, 1, 2, BS - 1, BS + 3):   # fewer verified slots: the LM head runs on those only, the drafts are the same
+        for k in (
+            0,
+            1,
+            2,
+            BS - 1,
+            BS + 3,
+        ):  # fewer verified slots: the LM head runs on those only, the drafts are the same
             assert torch.equal(draft_block(df, tables, hid, int(ids[0, start]), start, n_draft=k), full[:k]), k
-    with pytest.raises(Exception, match="cache holds"): draft_block(df, tables, None, 5, start + 1, cache=cache)
+    with pytest.raises(Exception, match="cache holds"):
+        draft_block(df, tables, None, 5, start + 1, cache=cache)
 
 
 def test_eagle3_cache_drafts_what_the_full_recompute_drafts(setup, drafters):
-    "The drafter's KV cache, grown cycle by cycle, drafts (chain and tree) exactly what a cache built at once over the prefix drafts."
+    """The drafter's KV cache, grown cycle by cycle, drafts (chain and tree) exactly what a cache built at once over the
+    prefix drafts."""
     from mdlm_kit.eagle3 import Eagle3ContextCache
     from mdlm_kit.speculative import eagle3_propose, eagle3_tree_propose
+
     tgt, tables, prompt, answer = setup
     _, e3 = drafters
     ids = torch.tensor([prompt + answer])
@@ -189,24 +251,25 @@ def test_eagle3_cache_drafts_what_the_full_recompute_drafts(setup, drafters):
     grown = Eagle3ContextCache(e3, tables)
     n = hits = 0
     for end in (len(prompt), len(prompt) + 1, len(prompt) + 5, len(prompt) + 6, len(prompt) + 13):
-        grown.extend(ids[:, n + 1:end + 1], aux[:, n:end])      # pairs (features of t, token t+1)
+        grown.extend(ids[:, n + 1 : end + 1], aux[:, n:end])  # pairs (features of t, token t+1)
         n = end
-        whole = Eagle3ContextCache(e3, tables).extend(ids[:, 1:end + 1], aux[:, :end])
+        whole = Eagle3ContextCache(e3, tables).extend(ids[:, 1 : end + 1], aux[:, :end])
         chain, _ = eagle3_propose(e3, grown, 4, SamplingParams())
         assert torch.equal(chain, eagle3_propose(e3, whole, 4, SamplingParams())[0]), end
-        want = answer[end - len(prompt) + 1:end - len(prompt) + 5]
-        hits += sum(a == b for a, b in zip(chain.tolist(), want))     # overfit: it drafts the answer
+        want = answer[end - len(prompt) + 1 : end - len(prompt) + 5]
+        hits += sum(a == b for a, b in zip(chain.tolist(), want))  # overfit: it drafts the answer
         assert eagle3_tree_propose(e3, grown, 3, 2, 6) == eagle3_tree_propose(e3, whole, 3, 2, 6)
         torch.testing.assert_close(grown.kv[0], whole.kv[0], rtol=1e-5, atol=1e-5)
-    assert hits >= 16, hits        # of 20: the positions line up (a shifted cache drafts the wrong tokens)
+    assert hits >= 16, hits  # of 20: the positions line up (a shifted cache drafts the wrong tokens)
 
 
 def test_bf16_target_and_drafters_stay_lossless(setup, drafters):
-    """The decoders run with bf16 weights and, on this tiny target, equal plain bf16 greedy decoding. (Not a promise for every
-    model: on SmolLM2 bf16 rounding of multi-token forwards flips near-ties on some prompts, which is why
+    """The decoders run with bf16 weights and, on this tiny target, equal plain bf16 greedy decoding. (Not a promise
+    for every model: on SmolLM2 bf16 rounding of multi-token forwards flips near-ties on some prompts, which is why
     `inference_precision` verifies in fp32 on CPUs without native bf16; see bench/README.md.)"""
     import copy
     from mdlm_kit.device import cast_weights
+
     tgt, _, prompt, _ = setup
     t16 = cast_weights(copy.deepcopy(tgt), torch.bfloat16)
     tables16 = t16.embeddings_and_head()
@@ -219,4 +282,4 @@ def test_bf16_target_and_drafters_stay_lossless(setup, drafters):
         r3 = eagle3_tree_decode(t16, e3, tables16, p, 40, depth=4, top_k=3, tree_nodes=10)
         assert r1.tokens == ref and r2.tokens == ref and r3.tokens == ref
     r = [dflash_decode(t16, df, tables16, prompt, 40), eagle3_decode(t16, e3, tables16, prompt, 40, num_draft_tokens=4)]
-    assert all(sum(x.accepted) >= 10 for x in r), [sum(x.accepted) for x in r]     # drafts were accepted: verification ran
+    assert all(sum(x.accepted) >= 10 for x in r), [sum(x.accepted) for x in r]  # drafts were accepted: verification ran

@@ -25,20 +25,30 @@ commands a user runs, and prints one JSON summary (also written to OUT/gpu_check
 6. `speculate`: both drafters through `mdlm-kit speculate` on the GPU: lossless at temperature 0, tau, speedup.
 
 A failing step is recorded with its error and the rest still run; the exit code is 1 if any step failed."""
+
 import argparse, json, os, subprocess, sys, tempfile, time, traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXE = str(Path(sys.executable).parent / "mdlm-kit")
-ENV = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "GRADIO_ANALYTICS_ENABLED": "False",
-       "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])}
+ENV = {
+    **os.environ,
+    "TOKENIZERS_PARALLELISM": "false",
+    "GRADIO_ANALYTICS_ENABLED": "False",
+    "PYTHONPATH": os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+}
 # the installed console script, or the same entry point from this checkout where the package is not installed
-CLI = [EXE] if Path(EXE).exists() else [sys.executable, "-c", "import sys; from mdlm_kit.cli import main; sys.exit(main())"]
+CLI = (
+    [EXE]
+    if Path(EXE).exists()
+    else [sys.executable, "-c", "import sys; from mdlm_kit.cli import main; sys.exit(main())"]
+)
 
 
 def sh(cmd, timeout=900) -> str:
     r = subprocess.run([str(c) for c in cmd], env=ENV, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-    if r.returncode: raise RuntimeError(f"{' '.join(map(str, cmd[:2]))} exited {r.returncode}:\n{r.stderr[-3000:]}")
+    if r.returncode:
+        raise RuntimeError(f"{' '.join(map(str, cmd[:2]))} exited {r.returncode}:\n{r.stderr[-3000:]}")
     return r.stdout
 
 
@@ -48,24 +58,63 @@ def events(run: Path, kind: str) -> list[dict]:
 
 def check_env(a, work):
     import torch
+
     out = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": a.device}
     if a.device.startswith("cuda"):
-        out.update(name=torch.cuda.get_device_name(0), bf16=torch.cuda.is_bf16_supported(),
-                   memory_gib=round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1))
+        out.update(
+            name=torch.cuda.get_device_name(0),
+            bf16=torch.cuda.is_bf16_supported(),
+            memory_gib=round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1),
+        )
     return out
 
 
 def mdlm_args(a, work, run, extra=()):
-    size = (["model.n_layer=2", "model.d_model=64", "model.n_head=2", "model.max_seq_len=64", "data.block_size=64",
-             "training.batch_size=8", "data.tokenizer_vocab_size=512"] if a.quick else
-            ["model.n_layer=8", "model.d_model=512", "model.n_head=8", "model.max_seq_len=512", "data.block_size=512",
-             "training.batch_size=32", "data.tokenizer_vocab_size=8192"])
-    sets = size + [f"training.max_steps={a.mdlm_steps}", "training.log_interval=10", "training.eval_interval=100000",
-                   f"training.save_interval={a.mdlm_steps // 2}", "training.warmup_steps=5", f"data.data_dir={work / 'mdlm-data'}",
-                   *extra]
-    cmd = [*CLI, "train", "--output-dir", run, "--no-progress", "--set", f"device={a.device}", "--set", f"precision={a.precision}"]
-    if a.device.startswith("cuda"): cmd += ["--set", "forbid_math_sdpa=true"]
-    for s in sets: cmd += ["--set", s]
+    size = (
+        [
+            "model.n_layer=2",
+            "model.d_model=64",
+            "model.n_head=2",
+            "model.max_seq_len=64",
+            "data.block_size=64",
+            "training.batch_size=8",
+            "data.tokenizer_vocab_size=512",
+        ]
+        if a.quick
+        else [
+            "model.n_layer=8",
+            "model.d_model=512",
+            "model.n_head=8",
+            "model.max_seq_len=512",
+            "data.block_size=512",
+            "training.batch_size=32",
+            "data.tokenizer_vocab_size=8192",
+        ]
+    )
+    sets = size + [
+        f"training.max_steps={a.mdlm_steps}",
+        "training.log_interval=10",
+        "training.eval_interval=100000",
+        f"training.save_interval={a.mdlm_steps // 2}",
+        "training.warmup_steps=5",
+        f"data.data_dir={work / 'mdlm-data'}",
+        *extra,
+    ]
+    cmd = [
+        *CLI,
+        "train",
+        "--output-dir",
+        run,
+        "--no-progress",
+        "--set",
+        f"device={a.device}",
+        "--set",
+        f"precision={a.precision}",
+    ]
+    if a.device.startswith("cuda"):
+        cmd += ["--set", "forbid_math_sdpa=true"]
+    for s in sets:
+        cmd += ["--set", s]
     return cmd
 
 
@@ -73,10 +122,16 @@ def check_mdlm(a, work):
     out = {}
     for name, extra in (("eager", ()), ("compiled", ("training.compile=true",))):
         run = work / f"mdlm-{name}"
-        t0 = time.perf_counter(); sh(mdlm_args(a, work, run, extra)); wall = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        sh(mdlm_args(a, work, run, extra))
+        wall = time.perf_counter() - t0
         tr = events(run, "train")
-        out[name] = {"wall_s": round(wall, 1), "tokens_per_s": tr[-1]["tokens_per_sec"], "final_loss": tr[-1]["loss"],
-                     "peak_memory": {k: v for k, v in tr[-1].items() if "mem" in k}}
+        out[name] = {
+            "wall_s": round(wall, 1),
+            "tokens_per_s": tr[-1]["tokens_per_sec"],
+            "final_loss": tr[-1]["loss"],
+            "peak_memory": {k: v for k, v in tr[-1].items() if "mem" in k},
+        }
     e, c = events(work / "mdlm-eager", "train"), events(work / "mdlm-compiled", "train")
     out["compiled_over_eager"] = round(out["compiled"]["tokens_per_s"] / out["eager"]["tokens_per_s"], 3)
     out["max_rel_loss_diff"] = round(max(abs(x["loss"] - y["loss"]) / abs(x["loss"]) for x, y in zip(e, c)), 4)
@@ -92,15 +147,19 @@ def check_mdlm_resume(a, work):
     sh(mdlm_args(a, work, run) + ["--max-run-steps", str(a.mdlm_steps // 2)])
     sh(mdlm_args(a, work, run) + ["--resume"])
     ref, got = events(work / "mdlm-eager", "train"), events(run, "train")
-    if [e["step"] for e in ref] != [e["step"] for e in got]: raise AssertionError("the resumed run logged other steps")
-    return {"max_abs_loss_diff": max(abs(x["loss"] - y["loss"]) for x, y in zip(ref, got)),
-            "bit_equal": all(x["loss"] == y["loss"] for x, y in zip(ref, got))}
+    if [e["step"] for e in ref] != [e["step"] for e in got]:
+        raise AssertionError("the resumed run logged other steps")
+    return {
+        "max_abs_loss_diff": max(abs(x["loss"] - y["loss"]) for x, y in zip(ref, got)),
+        "bit_equal": all(x["loss"] == y["loss"] for x, y in zip(ref, got)),
+    }
 
 
 def check_attention_exact(a, work):
     "The three DFlash attention backends on one random problem agree element by element, and a one-off mask does not."
     import torch
     from mdlm_kit.dflash import BlockStructure, _attend, dflash_attention_mask, dflash_mask_mod, sample_anchors
+
     dev = torch.device(a.device)
     torch.manual_seed(0)
     S, N, bs, h, d = 96, 8, 4, 2, 32
@@ -108,17 +167,22 @@ def check_attention_exact(a, work):
     anchors, keep = anchors.to(dev), keep.to(dev)
     q = torch.randn(2, h, N * bs, d, device=dev)
     k, v = (torch.randn(2, h, S + N * bs, d, device=dev) for _ in range(2))
+
     def run(backend, anc):
-        if backend == "structured": mask = BlockStructure(anc, keep, S, bs)
+        if backend == "structured":
+            mask = BlockStructure(anc, keep, S, bs)
         elif backend == "flex_attention":
             from torch.nn.attention.flex_attention import create_block_mask
+
             mask = create_block_mask(dflash_mask_mod(anc, keep, S, bs), 2, None, N * bs, S + N * bs, device=dev)
-        else: mask = dflash_attention_mask(anc, keep, S, bs)
+        else:
+            mask = dflash_attention_mask(anc, keep, S, bs)
         return _attend(q, k, v, mask, backend).float()
+
     ref = run("eager", anchors)
     backends = ["sdpa", "structured"] + (["flex_attention"] if dev.type == "cuda" else [])
     out = {b: float((run(b, anchors) - ref).abs().max()) for b in backends}
-    out["one_off_mask"] = float((run("eager", anchors + 1) - ref).abs().max())   # the control: a wrong mask
+    out["one_off_mask"] = float((run("eager", anchors + 1) - ref).abs().max())  # the control: a wrong mask
     tol = 1e-3
     bad = {b: x for b, x in out.items() if b != "one_off_mask" and x > tol}
     if bad or out["one_off_mask"] < 10 * tol:
@@ -127,94 +191,222 @@ def check_attention_exact(a, work):
 
 
 def check_dflash_attention(a, work):
-    sizes = ["--seq", "256", "--anchors", "32", "--block", "4"] if a.quick else ["--seq", "3072", "--anchors", "512", "--block", "16"]
+    sizes = (
+        ["--seq", "256", "--anchors", "32", "--block", "4"]
+        if a.quick
+        else ["--seq", "3072", "--anchors", "512", "--block", "16"]
+    )
     text = sh([sys.executable, ROOT / "bench" / "dflash_attention.py", "--device", a.device, *sizes])
-    if "outputs differ" in text: raise AssertionError(text)
+    if "outputs differ" in text:
+        raise AssertionError(text)
     return {"table": text.strip().splitlines()}
 
 
 def prepare_shape(directory: Path):
     "Save SmolLM2's config and tokenizer (no weights) for `--target-shape` on a machine without the GGUF."
     from mdlm_kit.targets import TargetModel
+
     tgt = TargetModel.from_pretrained("smollm2", load_tokenizer=True)
     directory.mkdir(parents=True, exist_ok=True)
-    tgt.model.config.save_pretrained(directory); tgt.tokenizer.save_pretrained(directory)
+    tgt.model.config.save_pretrained(directory)
+    tgt.tokenizer.save_pretrained(directory)
     print(f"saved SmolLM2's config and tokenizer to {directory}")
 
 
 def make_target(a, work) -> str:
-    if a.target_shape:   # random weights in the real shape and vocabulary
+    if a.target_shape:  # random weights in the real shape and vocabulary
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(a.target_shape))
-        model.save_pretrained(work / "target"); AutoTokenizer.from_pretrained(a.target_shape).save_pretrained(work / "target")
+        model.save_pretrained(work / "target")
+        AutoTokenizer.from_pretrained(a.target_shape).save_pretrained(work / "target")
         return str(work / "target")
-    if not a.quick: return "smollm2"
+    if not a.quick:
+        return "smollm2"
     from mdlm_kit.targets import tiny_target
+
     tgt = tiny_target("qwen3", num_layers=5)
-    tgt.model.save_pretrained(work / "target"); tgt.tokenizer.save_pretrained(work / "target")
+    tgt.model.save_pretrained(work / "target")
+    tgt.tokenizer.save_pretrained(work / "target")
     return str(work / "target")
 
 
 def check_drafters(a, work):
     target, chat = make_target(a, work), work / "chat.jsonl"
     n = 16 if a.quick else 256
-    sh([*CLI, "make-chat-data", "--target", target, "--num-prompts", n, "--output", chat, "--batch-size", 8 if a.quick else 64,
-        "--max-new-tokens", 16 if a.quick else 128, "--device", a.device, "--no-progress"])
-    if a.quick:   # a random target answers with nothing useful: train on documentation text instead
+    sh(
+        [
+            *CLI,
+            "make-chat-data",
+            "--target",
+            target,
+            "--num-prompts",
+            n,
+            "--output",
+            chat,
+            "--batch-size",
+            8 if a.quick else 64,
+            "--max-new-tokens",
+            16 if a.quick else 128,
+            "--device",
+            a.device,
+            "--no-progress",
+        ]
+    )
+    if a.quick:  # a random target answers with nothing useful: train on documentation text instead
         import pydoc_data.topics
+
         topics = pydoc_data.topics.topics
         chat = work / "chat-docs.jsonl"
-        chat.write_text("".join(json.dumps({"id": f"d{i}", "conversations": [
-            {"role": "user", "content": f"Explain {k}."}, {"role": "assistant", "content": topics[k][:400]}]}) + "\n"
-            for i, k in enumerate(sorted(topics)[:32])))
-    common = ["--target-model-path", target, "--train-data-path", chat, "--batch-size", 2 if a.quick else 8,
-              "--max-steps", a.draft_steps, "--log-interval", 5, "--eval-interval", 100000, "--save-interval", 100000,
-              "--device", a.device, "--precision", a.precision, "--no-progress", "--seed", 1]
-    dflash = ["--block-size", 4 if a.quick else 16, "--num-anchors", 8 if a.quick else 256, "--max-length", 128 if a.quick else 1024,
-              "--num-feature-layers", 2 if a.quick else 5]
+        chat.write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "id": f"d{i}",
+                        "conversations": [
+                            {"role": "user", "content": f"Explain {k}."},
+                            {"role": "assistant", "content": topics[k][:400]},
+                        ],
+                    }
+                )
+                + "\n"
+                for i, k in enumerate(sorted(topics)[:32])
+            )
+        )
+    common = [
+        "--target-model-path",
+        target,
+        "--train-data-path",
+        chat,
+        "--batch-size",
+        2 if a.quick else 8,
+        "--max-steps",
+        a.draft_steps,
+        "--log-interval",
+        5,
+        "--eval-interval",
+        100000,
+        "--save-interval",
+        100000,
+        "--device",
+        a.device,
+        "--precision",
+        a.precision,
+        "--no-progress",
+        "--seed",
+        1,
+    ]
+    dflash = [
+        "--block-size",
+        4 if a.quick else 16,
+        "--num-anchors",
+        8 if a.quick else 256,
+        "--max-length",
+        128 if a.quick else 1024,
+        "--num-feature-layers",
+        2 if a.quick else 5,
+    ]
     out = {}
     backends = ["sdpa", "flex_attention"] if a.device.startswith("cuda") else ["sdpa", "structured"]
     for b in backends:
         run = work / f"dflash-{b}"
-        t0 = time.perf_counter(); sh([*CLI, "train-dflash", *common, *dflash, "--attention-backend", b, "--output-dir", run])
-        out[f"dflash_{b}"] = {"wall_s": round(time.perf_counter() - t0, 1), "losses": [round(e["loss"], 4) for e in events(run, "train")]}
+        t0 = time.perf_counter()
+        sh([*CLI, "train-dflash", *common, *dflash, "--attention-backend", b, "--output-dir", run])
+        out[f"dflash_{b}"] = {
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "losses": [round(e["loss"], 4) for e in events(run, "train")],
+        }
     la, lb = (out[f"dflash_{b}"]["losses"] for b in backends)
     out["dflash_backends_max_rel_diff"] = round(max(abs(x - y) / abs(x) for x, y in zip(la, lb)), 4)
     out["dflash_backends_first_rel_diff"] = round(abs(la[0] - lb[0]) / abs(la[0]), 5)
     if out["dflash_backends_first_rel_diff"] > 5e-3 or out["dflash_backends_max_rel_diff"] > 0.02:
         raise AssertionError(f"{backends} losses differ: {la} vs {lb}")
     run = work / "eagle3"
-    t0 = time.perf_counter(); sh([*CLI, "train-eagle3", *common, "--max-length", 128 if a.quick else 1024, "--output-dir", run])
-    out["eagle3"] = {"wall_s": round(time.perf_counter() - t0, 1), "losses": [round(e["loss"], 4) for e in events(run, "train")]}
+    t0 = time.perf_counter()
+    sh([*CLI, "train-eagle3", *common, "--max-length", 128 if a.quick else 1024, "--output-dir", run])
+    out["eagle3"] = {
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "losses": [round(e["loss"], 4) for e in events(run, "train")],
+    }
     a.target, a.drafts = target, {"dflash": work / f"dflash-{backends[0]}" / "draft", "eagle3": run / "draft"}
     return out
 
 
 def check_speculate(a, work):
-    if not getattr(a, "drafts", None): raise RuntimeError("no drafters (the drafters step failed)")
+    if not getattr(a, "drafts", None):
+        raise RuntimeError("no drafters (the drafters step failed)")
     prompts = work / "prompts.txt"
-    prompts.write_text("\n".join(["What does the Python keyword yield do?", "Explain list comprehensions.",
-                                  "How do I read a file line by line?", "What is a decorator?"]))
+    prompts.write_text(
+        "\n".join(
+            [
+                "What does the Python keyword yield do?",
+                "Explain list comprehensions.",
+                "How do I read a file line by line?",
+                "What is a decorator?",
+            ]
+        )
+    )
     out = {}
     for name, d in a.drafts.items():
-        sh([*CLI, "speculate", "--target", a.target, "--draft", d, "--prompts", prompts, "--output", work / f"speculate-{name}.json",
-            "--max-new-tokens", 32 if a.quick else 128, "--device", a.device, "--no-progress"])
+        sh(
+            [
+                *CLI,
+                "speculate",
+                "--target",
+                a.target,
+                "--draft",
+                d,
+                "--prompts",
+                prompts,
+                "--output",
+                work / f"speculate-{name}.json",
+                "--max-new-tokens",
+                32 if a.quick else 128,
+                "--device",
+                a.device,
+                "--no-progress",
+            ]
+        )
         res = json.loads((work / f"speculate-{name}.json").read_text())
         out[name] = {k: res[k] for k in ("tau_pooled", "tokens_per_s", "baseline_tokens_per_s", "speedup", "lossless")}
-        if res["lossless"] is not True: raise AssertionError(f"{name}: speculative output differs from greedy decoding: {out}")
+        if res["lossless"] is not True:
+            raise AssertionError(f"{name}: speculative output differs from greedy decoding: {out}")
     # sampled decoding (the device's probabilities, the CPU generator's draws) and the EAGLE-3 tree, on the device
-    for name, extra in (("dflash-sampled", ["--temperature", "0.8", "--top-k", "20"]),
-                        ("eagle3-sampled", ["--temperature", "0.8", "--top-p", "0.9"]),
-                        ("eagle3-tree", ["--tree-nodes", "8", "--num-draft-tokens", "3"])):
+    for name, extra in (
+        ("dflash-sampled", ["--temperature", "0.8", "--top-k", "20"]),
+        ("eagle3-sampled", ["--temperature", "0.8", "--top-p", "0.9"]),
+        ("eagle3-tree", ["--tree-nodes", "8", "--num-draft-tokens", "3"]),
+    ):
         d = a.drafts[name.split("-")[0]]
-        sh([*CLI, "speculate", "--target", a.target, "--draft", d, "--prompts", prompts, "--output", work / f"speculate-{name}.json",
-            "--max-new-tokens", 32, "--device", a.device, "--no-progress", "--baseline", *extra])
+        sh(
+            [
+                *CLI,
+                "speculate",
+                "--target",
+                a.target,
+                "--draft",
+                d,
+                "--prompts",
+                prompts,
+                "--output",
+                work / f"speculate-{name}.json",
+                "--max-new-tokens",
+                32,
+                "--device",
+                a.device,
+                "--no-progress",
+                "--baseline",
+                *extra,
+            ]
+        )
         res = json.loads((work / f"speculate-{name}.json").read_text())
         out[name] = {k: res.get(k) for k in ("tau_pooled", "tokens", "speedup", "lossless")}
-        if res["tokens"] < 4: raise AssertionError(f"{name}: decoded only {res['tokens']} tokens: {res}")
-        if name == "eagle3-tree" and res["lossless"] is not True: raise AssertionError(f"{name}: not lossless: {res}")
+        if res["tokens"] < 4:
+            raise AssertionError(f"{name}: decoded only {res['tokens']} tokens: {res}")
+        if name == "eagle3-tree" and res["lossless"] is not True:
+            raise AssertionError(f"{name}: not lossless: {res}")
     return out
 
 
@@ -226,31 +418,52 @@ def main(argv=None):
     ap.add_argument("--mdlm-steps", type=int, default=0, help="MDLM steps per run (default 20 quick, 60 full)")
     ap.add_argument("--draft-steps", type=int, default=0, help="drafter steps per run (default 10 quick, 40 full)")
     ap.add_argument("--only", default="", help="comma list of steps to run (default: all)")
-    ap.add_argument("--out", default="", help="where to keep the runs and gpu_check.json (default: a temporary directory)")
-    ap.add_argument("--target-shape", default="", help="a directory from --prepare-shape: use a random target of that shape")
+    ap.add_argument(
+        "--out", default="", help="where to keep the runs and gpu_check.json (default: a temporary directory)"
+    )
+    ap.add_argument(
+        "--target-shape", default="", help="a directory from --prepare-shape: use a random target of that shape"
+    )
     ap.add_argument("--prepare-shape", default="", help="save SmolLM2's config and tokenizer here, then exit")
     a = ap.parse_args(argv)
-    if a.prepare_shape: return prepare_shape(Path(a.prepare_shape))
-    a.mdlm_steps = a.mdlm_steps or (20 if a.quick else 60); a.draft_steps = a.draft_steps or (10 if a.quick else 40)
-    steps = [("env", check_env), ("mdlm", check_mdlm), ("mdlm_resume", check_mdlm_resume),
-             ("attention_exact", check_attention_exact), ("dflash_attention", check_dflash_attention), ("drafters", check_drafters), ("speculate", check_speculate)]
+    if a.prepare_shape:
+        return prepare_shape(Path(a.prepare_shape))
+    a.mdlm_steps = a.mdlm_steps or (20 if a.quick else 60)
+    a.draft_steps = a.draft_steps or (10 if a.quick else 40)
+    steps = [
+        ("env", check_env),
+        ("mdlm", check_mdlm),
+        ("mdlm_resume", check_mdlm_resume),
+        ("attention_exact", check_attention_exact),
+        ("dflash_attention", check_dflash_attention),
+        ("drafters", check_drafters),
+        ("speculate", check_speculate),
+    ]
     only = {s for s in a.only.split(",") if s}
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(a.out or tmp); work.mkdir(parents=True, exist_ok=True)
+        work = Path(a.out or tmp)
+        work.mkdir(parents=True, exist_ok=True)
         summary, failed = {}, []
         for name, fn in steps:
-            if only and name not in only: continue
+            if only and name not in only:
+                continue
             t0 = time.perf_counter()
-            try: summary[name] = {"ok": True, **fn(a, work)}
+            try:
+                summary[name] = {"ok": True, **fn(a, work)}
             except Exception as e:
                 failed.append(name)
-                summary[name] = {"ok": False, "error": f"{type(e).__name__}: {e}"[-3000:], "where": traceback.format_exc(limit=3)[-1500:]}
+                summary[name] = {
+                    "ok": False,
+                    "error": f"{type(e).__name__}: {e}"[-3000:],
+                    "where": traceback.format_exc(limit=3)[-1500:],
+                }
             summary[name]["seconds"] = round(time.perf_counter() - t0, 1)
             print(f"{name}: {'ok' if summary[name]['ok'] else 'FAILED'} in {summary[name]['seconds']} s", flush=True)
         text = json.dumps(summary, indent=1, default=str)
         (work / "gpu_check.json").write_text(text)
         print(text)
-    if failed: sys.exit(f"gpu check failed: {', '.join(failed)}")
+    if failed:
+        sys.exit(f"gpu check failed: {', '.join(failed)}")
 
 
 if __name__ == "__main__":
