@@ -1,6 +1,6 @@
 """Hand-written functions longer than a limit (default 60 lines) in the exported package.
 
-    python tools/long_functions.py [--limit 60]
+python tools/long_functions.py [--limit 60]
 """
 
 import argparse
