@@ -66,6 +66,62 @@ def transfer_schedule(n_masked: int, steps: int) -> list[int]:
     return [base + (1 if i < rem else 0) for i in range(steps)]
 
 # %% ../nbs/07_sampling.ipynb #6231fbb9
+def _check_request(sampler: str, n_prompt: int, length: int, steps: int, block_length, max_seq_len: int):
+    "Refuse what cannot be sampled; returns (steps, block_length, n_blocks) as the sampling loop uses them."
+    if sampler not in SAMPLERS:
+        raise SamplingError(f"unknown sampler {sampler!r}: use one of {', '.join(SAMPLERS)}.")
+    if length < 1 or steps < 1:
+        raise SamplingError("length and steps must be >= 1.")
+    if n_prompt + length > max_seq_len:
+        raise SamplingError(
+            f"prompt ({n_prompt} tokens) + length ({length}) exceeds the model's context of {max_seq_len} tokens."
+        )
+    if sampler != "ancestral":
+        steps = min(steps, length)  # each of their steps reveals at least one token
+    n_blocks = 1
+    if sampler == "blocks":
+        block_length = block_length or length
+        if length % block_length:
+            raise SamplingError(f"length {length} must be a multiple of block_length {block_length}.")
+        n_blocks = length // block_length
+        if steps % n_blocks:
+            raise SamplingError(f"steps {steps} must be a multiple of the number of blocks ({n_blocks}).")
+    return steps, block_length, n_blocks
+
+
+def _ancestral_step(model, x, masked, i: int, steps: int, cached, temperature: float, top_k: int, g):
+    "MDLM's step from t = 1 - i/steps to s = t - 1/steps: each masked token is revealed with probability (t - s)/t."
+    dev = x.device
+    t, s = 1 - i / steps, 1 - (i + 1) / steps
+    new, conf = torch.zeros_like(masked), torch.zeros(0, device=dev)
+    if masked.any():  # (with more steps than tokens, the canvas can be full before the last step)
+        if cached is None:
+            cached = model(x, predict_mask=masked)
+        # the last step is MDLM's noise removal: every token still masked takes its most likely value
+        ids, conf = _draw(cached, 0.0 if s == 0 else temperature, top_k, g)
+        reveal = torch.rand(len(ids), generator=g, device="cpu").to(dev) < (t - s) / t
+        new[masked] = reveal
+        x[new] = ids[reveal]
+        cached = None if reveal.any() else cached  # no time input: unchanged canvas, unchanged logits
+    return x, new, conf, cached
+
+
+def _confidence_step(model, x, masked, lo: int, hi: int, k: int, temperature: float, top_k: int, g):
+    "LLaDA's step: draw every masked token, keep the k most confident inside positions [lo, hi)."
+    dev = x.device
+    logits = model(x, predict_mask=masked)
+    ids, conf = _draw(logits, temperature, top_k, g)
+    conf_full = torch.full(x.shape, float("-inf"), device=dev)
+    conf_full[masked] = conf
+    conf_full[:, :lo] = float("-inf")
+    conf_full[:, hi:] = float("-inf")
+    top = conf_full.topk(k, dim=1).indices
+    new = torch.zeros_like(masked).scatter_(1, top, True) & masked
+    cand = torch.full_like(x, model.config.mask_token_id)
+    cand[masked] = ids
+    return torch.where(new, cand, x), new, conf
+
+
 @torch.no_grad()
 def diffusion_steps(
     model,
@@ -80,26 +136,10 @@ def diffusion_steps(
     batch_size: int = 1,
 ) -> Iterator[SampleStep]:
     "Yield the canvas before the first step and after every step of unmasking `length` tokens after `prompt`."
-    if sampler not in SAMPLERS:
-        raise SamplingError(f"unknown sampler {sampler!r}: use one of {', '.join(SAMPLERS)}.")
-    if length < 1 or steps < 1:
-        raise SamplingError("length and steps must be >= 1.")
     cfg = model.config
     dev = next(model.parameters()).device
     p = torch.as_tensor(prompt if prompt is not None else [], dtype=torch.long, device=dev).reshape(-1)
-    if len(p) + length > cfg.max_seq_len:
-        raise SamplingError(
-            f"prompt ({len(p)} tokens) + length ({length}) exceeds the model's context of {cfg.max_seq_len} tokens."
-        )
-    if sampler != "ancestral":
-        steps = min(steps, length)  # each of their steps reveals at least one token
-    if sampler == "blocks":
-        block_length = block_length or length
-        if length % block_length:
-            raise SamplingError(f"length {length} must be a multiple of block_length {block_length}.")
-        n_blocks = length // block_length
-        if steps % n_blocks:
-            raise SamplingError(f"steps {steps} must be a multiple of the number of blocks ({n_blocks}).")
+    steps, block_length, n_blocks = _check_request(sampler, len(p), length, steps, block_length, cfg.max_seq_len)
     x = torch.cat([p, torch.full((length,), cfg.mask_token_id, device=dev)]).repeat(batch_size, 1)
     mask_id, P = cfg.mask_token_id, len(p)
     g = torch.Generator().manual_seed(seed)
@@ -110,17 +150,7 @@ def diffusion_steps(
     for i in range(steps):
         masked = x == mask_id
         if sampler == "ancestral":
-            t, s = 1 - i / steps, 1 - (i + 1) / steps
-            new, conf = torch.zeros_like(masked), torch.zeros(0, device=dev)
-            if masked.any():  # (with more steps than tokens, the canvas can be full before the last step)
-                if cached is None:
-                    cached = model(x, predict_mask=masked)
-                # the last step is MDLM's noise removal: every token still masked takes its most likely value
-                ids, conf = _draw(cached, 0.0 if s == 0 else temperature, top_k, g)
-                reveal = torch.rand(len(ids), generator=g, device="cpu").to(dev) < (t - s) / t
-                new[masked] = reveal
-                x[new] = ids[reveal]
-                cached = None if reveal.any() else cached  # no time input: unchanged canvas, unchanged logits
+            x, new, conf, cached = _ancestral_step(model, x, masked, i, steps, cached, temperature, top_k, g)
         else:
             if sampler == "blocks":
                 per = steps // n_blocks
@@ -130,18 +160,7 @@ def diffusion_steps(
             else:
                 lo, hi = P, P + length
                 k = transfer_schedule(length, steps)[i]
-            logits = model(x, predict_mask=masked)
-            ids, conf_m = _draw(logits, temperature, top_k, g)
-            conf_full = torch.full(x.shape, float("-inf"), device=dev)
-            conf_full[masked] = conf_m
-            conf_full[:, :lo] = float("-inf")
-            conf_full[:, hi:] = float("-inf")
-            top = conf_full.topk(k, dim=1).indices
-            new = torch.zeros_like(masked).scatter_(1, top, True) & masked
-            cand = torch.full_like(x, mask_id)
-            cand[masked] = ids
-            x = torch.where(new, cand, x)
-            conf = conf_m
+            x, new, conf = _confidence_step(model, x, masked, lo, hi, k, temperature, top_k, g)
         conf_out = torch.zeros(x.shape, device=dev)
         conf_out[masked] = conf.to(conf_out.dtype)
         conf_out[~new] = 0

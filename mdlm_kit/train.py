@@ -176,10 +176,36 @@ class Trainer:
         self.device = resolve_device(cfg.device)
         self.precision = resolve_precision(cfg.precision, self.device)
         configure_backends(self.device)
-        data_dir = Path(cfg.data.data_dir) if cfg.data.data_dir else out / "data"
+        tc = cfg.training
+        self._load_data(state)
+        seed_everything(tc.seed)
+        self.model = DiffusionTransformer(cfg.model).to(self.device)
+        if state is None:  # a new run starts the output bias at the training tokens' frequencies
+            self.model.init_head_bias(torch.from_numpy(self.data.token_counts()))
+        # compiled for training steps only; the weights, the state dict and evaluation stay those of the plain module.
+        # dynamic: the number of masked positions, hence the logits' shape, changes every step
+        self.step_model = torch.compile(self.model, dynamic=True) if tc.compile else self.model
+        self.optimizer = make_optimizer(self.model, tc, self.device)
+        self.scaler = make_grad_scaler(self.precision)
+        self.sampler = DeterministicBatchSampler(self.data.meta["n_train_blocks"], tc.batch_size, tc.seed)
+        self.step, self.schedule_note = 0, None
+        if state is not None:
+            self._restore(state, existing)
+        elif self.resume:
+            self.log(
+                f"{out} has no checkpoint yet (the run stopped before its first save); starting it again from step 0"
+            )
+        n_val = min(self.data.meta["n_val_blocks"], tc.eval_batches * tc.batch_size)
+        self.val_batches = [
+            self.data.batch("val", range(i, min(i + tc.batch_size, n_val))) for i in range(0, n_val, tc.batch_size)
+        ]
+
+    def _load_data(self, state):
+        "Pack the data (once), fill the model's vocabulary and mask id from it, and refuse a resume on other data."
+        cfg = self.cfg
+        data_dir = Path(cfg.data.data_dir) if cfg.data.data_dir else self.out / "data"
         if state is not None and not (data_dir / "meta.json").is_file():
             raise DataError(f"the run's data directory {str(data_dir)!r} is missing; restore it or set data.data_dir.")
-        tc = cfg.training
         prepare_data(cfg.data, data_dir, min_train_blocks=1, log=self.log)
         self.data = PackedData(data_dir)
         tok = self.data.tokenizer
@@ -208,43 +234,27 @@ class Trainer:
                     f"(checkpoint tokenizer {state['tokenizer_sha256'][:12]}…, "
                     f"data {self.data.meta['tokenizer_sha256'][:12]}…)."
                 )
-        seed_everything(tc.seed)
-        self.model = DiffusionTransformer(cfg.model).to(self.device)
-        if state is None:  # a new run starts the output bias at the training tokens' frequencies
-            self.model.init_head_bias(torch.from_numpy(self.data.token_counts()))
-        # compiled for training steps only; the weights, the state dict and evaluation stay those of the plain module.
-        # dynamic: the number of masked positions, hence the logits' shape, changes every step
-        self.step_model = torch.compile(self.model, dynamic=True) if tc.compile else self.model
-        self.optimizer = make_optimizer(self.model, tc, self.device)
-        self.scaler = make_grad_scaler(self.precision)
-        self.sampler = DeterministicBatchSampler(self.data.meta["n_train_blocks"], tc.batch_size, tc.seed)
-        self.step, self.schedule_note = 0, None
-        if state is not None:
-            try:
-                self.model.load_state_dict(state["model"])
-                self.optimizer.load_state_dict(state["optimizer"])
-            except (RuntimeError, ValueError, KeyError) as e:
-                raise CheckpointError(f"checkpoint {str(existing)!r} does not fit this model/optimizer: {e}") from None
-            self.scaler.load_state_dict(state.get("scaler", {}))
-            self.step = state["step"]
-            set_rng_state(state["rng"])
-            old_max = state["config"]["training"]["max_steps"]
-            if old_max != tc.max_steps and 0 <= tc.min_lr < tc.learning_rate:  # allowed, but it bends the cosine
-                self.schedule_note = (
-                    f"training.max_steps changed from {old_max} to {tc.max_steps}: the cosine decay "
-                    f"now runs to step {tc.max_steps}, so steps from {self.step} on use other rates "
-                    "than the original run's"
-                )
-                self.log(self.schedule_note)
-            self.log(f"resuming from {existing.name} at step {self.step}")
-        elif self.resume:
-            self.log(
-                f"{out} has no checkpoint yet (the run stopped before its first save); starting it again from step 0"
+
+    def _restore(self, state: dict, existing):
+        "Continue from a checkpoint: weights, optimizer, loss scaler, step and RNG (and say if the schedule bends)."
+        tc = self.cfg.training
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as e:
+            raise CheckpointError(f"checkpoint {str(existing)!r} does not fit this model/optimizer: {e}") from None
+        self.scaler.load_state_dict(state.get("scaler", {}))
+        self.step = state["step"]
+        set_rng_state(state["rng"])
+        old_max = state["config"]["training"]["max_steps"]
+        if old_max != tc.max_steps and 0 <= tc.min_lr < tc.learning_rate:  # allowed, but it bends the cosine
+            self.schedule_note = (
+                f"training.max_steps changed from {old_max} to {tc.max_steps}: the cosine decay "
+                f"now runs to step {tc.max_steps}, so steps from {self.step} on use other rates "
+                "than the original run's"
             )
-        n_val = min(self.data.meta["n_val_blocks"], tc.eval_batches * tc.batch_size)
-        self.val_batches = [
-            self.data.batch("val", range(i, min(i + tc.batch_size, n_val))) for i in range(0, n_val, tc.batch_size)
-        ]
+            self.log(self.schedule_note)
+        self.log(f"resuming from {existing.name} at step {self.step}")
 
     def _event(self, kind: str, **kw):
         rec = {"event": kind, "time": round(time.time(), 3), **kw}
