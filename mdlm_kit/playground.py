@@ -8,6 +8,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/playground.html.md"""
 from __future__ import annotations
 import json, os, queue, threading, time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Iterator
 
@@ -218,6 +219,46 @@ class _Cancelled(Exception):
     "Raised inside a decode whose request has ended."
 
 
+def _check_spec_request(draft, prompt, max_new_tokens, num_draft_tokens, temperature, seed, limits: Limits):
+    "The speculative tab's fields, checked against the limits: (prompt, max_new, k, temperature, seed)."
+    prompt = check_prompt(prompt, limits)
+    if not prompt.strip():
+        raise PlaygroundError("the prompt is empty: type a question for the target.")
+    max_new = check_range("max new tokens", max_new_tokens, 1, limits.max_new_tokens)
+    k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
+    k = check_range("draft tokens", k, 1, limits.max_draft_tokens)
+    temperature = check_range("temperature", temperature, 0.0, limits.max_temperature, float)
+    seed = check_range("seed", seed, 0, 2**31 - 1)
+    return prompt, max_new, k, temperature, seed
+
+
+def _decode_in_thread(run):
+    """Start `run(on_cycle=...)` on a daemon thread; returns (queue, stop event, thread). The queue receives
+    ("cycle", a copy of the result so far, seconds), then ("done", result, seconds) or ("error", exception, 0)."""
+    q: queue.Queue = queue.Queue()
+    t0 = time.perf_counter()
+    stop = threading.Event()  # set when the request ends early (a cancel, a closed page)
+
+    def on_cycle(res):
+        if stop.is_set():
+            raise _Cancelled()
+        snapshot = DecodeResult(list(res.tokens), list(res.cycles), list(res.accepted), list(res.proposed))
+        q.put(("cycle", snapshot, time.perf_counter() - t0))
+
+    def work():
+        try:
+            r = run(on_cycle=on_cycle)
+            q.put(("done", r, r.total_time))
+        except _Cancelled:
+            pass
+        except Exception as e:
+            q.put(("error", e, 0.0))
+
+    worker = threading.Thread(target=work, daemon=True, name="mdlm-kit-speculative")
+    worker.start()
+    return q, stop, worker
+
+
 def speculative_frames(
     target,
     draft,
@@ -231,50 +272,17 @@ def speculative_frames(
     limits: Limits = Limits(),
 ) -> Iterator[SpecFrame]:
     "Validate the fields, then yield a SpecFrame after every speculative cycle and a final one with the comparison."
-    prompt = check_prompt(prompt, limits)
-    if not prompt.strip():
-        raise PlaygroundError("the prompt is empty: type a question for the target.")
-    max_new = check_range("max new tokens", max_new_tokens, 1, limits.max_new_tokens)
-    k = check_range(
-        "draft tokens",
-        default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens,
-        1,
-        limits.max_draft_tokens,
+    prompt, max_new, k, temperature, seed = _check_spec_request(
+        draft, prompt, max_new_tokens, num_draft_tokens, temperature, seed, limits
     )
-    temperature = check_range("temperature", temperature, 0.0, limits.max_temperature, float)
-    seed = check_range("seed", seed, 0, 2**31 - 1)
     tok, tables = target.tokenizer, target.embeddings_and_head()
     ids = tok.apply_chat_template(
         [{"role": "user", "content": prompt}], tokenize=True, add_generation_prompt=True, return_dict=True
     )["input_ids"]
     sp, eos = SamplingParams(temperature), tok.eos_token_id
-    q: queue.Queue = queue.Queue()
-    t0 = time.perf_counter()
-    stop = threading.Event()  # set when the request ends early (a cancel, a closed page)
-
-    def on_cycle(res):
-        if stop.is_set():
-            raise _Cancelled()
-        q.put(
-            (
-                "cycle",
-                DecodeResult(list(res.tokens), list(res.cycles), list(res.accepted), list(res.proposed)),
-                time.perf_counter() - t0,
-            )
-        )
-
-    def work():
-        try:
-            # the same decoder `mdlm-kit speculate` and the benchmarks run (a tree's depth is the draft tokens)
-            r = speculative_decode(target, draft, tables, ids, max_new, sp, seed, eos, k, tree_nodes, on_cycle=on_cycle)
-            q.put(("done", r, r.total_time))
-        except _Cancelled:
-            pass
-        except Exception as e:
-            q.put(("error", e, 0.0))
-
-    worker = threading.Thread(target=work, daemon=True, name="mdlm-kit-speculative")
-    worker.start()
+    # the same decoder `mdlm-kit speculate` and the benchmarks run (a tree's depth is the draft tokens)
+    run = partial(speculative_decode, target, draft, tables, ids, max_new, sp, seed, eos, k, tree_nodes)
+    q, stop, worker = _decode_in_thread(run)
     try:
         while True:
             kind, res, elapsed = q.get()
