@@ -37,6 +37,49 @@ def _pad(samples, pad_id: int):
     return ids, att
 
 
+def _open_index(ip: Path, target, layer_ids, dtype: str, n_samples: int, shard_size: int, data_key: str) -> dict:
+    "The run's index.json (a new one if absent), refused if it was made with other settings."
+    head = {
+        "format": FEATURES_FORMAT,
+        "target": target.name,
+        "target_digest": target.digest(),
+        "layer_ids": layer_ids,
+        "num_target_layers": target.num_layers,
+        "hidden_size": target.hidden_size,
+        "dtype": dtype,
+        "n_samples": n_samples,
+        "shard_size": shard_size,
+        "data_key": data_key,
+    }
+    index = json.loads(ip.read_text()) if ip.is_file() else {**head, "shards": [], "complete": False}
+    differs = [k for k in head if index.get(k) != head[k]]
+    if differs:
+        raise FeaturesError(
+            f"{str(ip.parent)!r} already holds features made with other settings ({', '.join(differs)}); "
+            "choose another --output directory or delete it."
+        )
+    return index
+
+
+def _shard_tensors(target, chunk: list[dict], first: int, layer_ids, dtype, batch_size: int, advance) -> dict:
+    "One shard's tensors: each sample's ids, loss mask and chosen-layer features, the target run in batches."
+    tok = target.tokenizer
+    pad = tok.pad_token_id if tok is not None and tok.pad_token_id is not None else 0
+    tensors = {}
+    for i in range(0, len(chunk), batch_size):
+        part = chunk[i : i + batch_size]
+        ids, att = _pad(part, pad)
+        out = target(ids.to(target.device), att.to(target.device), layer_ids=layer_ids, return_logits=False)
+        hs = out.hidden_states  # (B, T, n_layers * hidden)
+        for r, s in enumerate(part):
+            n, k = len(s["input_ids"]), f"{first + i + r}"
+            tensors[f"{k}.input_ids"] = s["input_ids"].clone()
+            tensors[f"{k}.loss_mask"] = s["loss_mask"].clone()
+            tensors[f"{k}.hidden_states"] = hs[r, :n].to(dtype).cpu().contiguous()
+        advance(len(part))
+    return tensors
+
+
 def save_hidden_states(
     target,
     samples: list[dict],
@@ -56,48 +99,13 @@ def save_hidden_states(
     layer_ids = target.check_layer_ids(layer_ids)
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    head = {
-        "format": FEATURES_FORMAT,
-        "target": target.name,
-        "target_digest": target.digest(),
-        "layer_ids": layer_ids,
-        "num_target_layers": target.num_layers,
-        "hidden_size": target.hidden_size,
-        "dtype": dtype,
-        "n_samples": len(samples),
-        "shard_size": shard_size,
-        "data_key": data_key,
-    }
     ip = out / "index.json"
-    index = json.loads(ip.read_text()) if ip.is_file() else {**head, "shards": [], "complete": False}
-    differs = [k for k in head if index.get(k) != head[k]]
-    if differs:
-        raise FeaturesError(
-            f"{str(out)!r} already holds features made with other settings ({', '.join(differs)}); "
-            "choose another --output directory or delete it."
-        )
-    pad = (
-        target.tokenizer.pad_token_id
-        if target.tokenizer is not None and target.tokenizer.pad_token_id is not None
-        else 0
-    )
+    index = _open_index(ip, target, layer_ids, dtype, len(samples), shard_size, data_key)
     n_shards = -(-len(samples) // shard_size)
     bar = tqdm(total=len(samples), initial=sum(s["n"] for s in index["shards"]), disable=not progress, desc="features")
     for j in range(len(index["shards"]), n_shards):
         chunk = samples[j * shard_size : (j + 1) * shard_size]
-        tensors = {}
-        for i in range(0, len(chunk), batch_size):
-            part = chunk[i : i + batch_size]
-            ids, att = _pad(part, pad)
-            hs = target(
-                ids.to(target.device), att.to(target.device), layer_ids=layer_ids, return_logits=False
-            ).hidden_states
-            for r, s in enumerate(part):
-                n, k = len(s["input_ids"]), f"{j * shard_size + i + r}"
-                tensors[f"{k}.input_ids"] = s["input_ids"].clone()
-                tensors[f"{k}.loss_mask"] = s["loss_mask"].clone()
-                tensors[f"{k}.hidden_states"] = hs[r, :n].to(_DTYPES[dtype]).cpu().contiguous()
-            bar.update(len(part))
+        tensors = _shard_tensors(target, chunk, j * shard_size, layer_ids, _DTYPES[dtype], batch_size, bar.update)
         name = f"shard_{j:05d}.safetensors"
         atomic_write(out / name, lambda p: save_file(tensors, str(p)))
         index["shards"].append({"file": name, "n": len(chunk), "first": j * shard_size})
