@@ -405,6 +405,43 @@ def _tree_mask(tree, prefix: int, device=None) -> torch.Tensor:
 
 
 @torch.no_grad()
+def _accept_tree(tree: list, lg: torch.Tensor, sp: SamplingParams, g) -> tuple[list[int], int]:
+    """Walk the verified tree from the root: at each node accept a child the target agrees with (greedy: its argmax;
+    sampled: each child in turn with the target's residual probability), else draw the target's own token there.
+    `tree` holds (token, parent index, depth) per node and `lg` the target's logits, root first. Returns the accepted
+    node indices and the next token."""
+    path, cur = [], -1
+    while True:
+        row = 0 if cur < 0 else 1 + cur
+        kids = [i for i, (_, p, _) in enumerate(tree) if p == cur]
+        if sp.greedy:
+            best = int(lg[row].argmax())
+            hit = next((i for i in kids if tree[i][0] == best), None)
+            if hit is None:
+                return path, best
+        else:
+            p = target_probs(lg[row], sp).clone()
+            hit = None
+            for i in kids:
+                c = tree[i][0]
+                if torch.rand((), generator=g, device="cpu").item() < float(p[c]):
+                    hit = i
+                    break
+                p[c] = 0.0
+                p = p / p.sum() if p.sum() > 0 else target_probs(lg[row], sp)
+            if hit is None:
+                return path, draw(p, g)
+        path.append(hit)
+        cur = hit
+
+
+def _keep_rows(tgt, start: int, rows: list[int]):
+    "Cut the target's KV cache to the prefix and the verified rows kept (the root and the accepted path)."
+    keep = torch.tensor(list(range(start)) + [start + r for r in rows], device=tgt.device)
+    for layer in tgt.cache.layers:
+        layer.keys, layer.values = layer.keys[:, :, keep], layer.values[:, :, keep]
+
+
 def eagle3_tree_decode(
     target,
     draft: Eagle3DraftModel,
@@ -433,39 +470,13 @@ def eagle3_tree_decode(
         ids = torch.tensor([[b] + [t for t, _, _ in tree]], device=tgt.device)
         pos = torch.tensor([[start] + [start + d for _, _, d in tree]], device=tgt.device)
         lg, hid = tgt.extend(ids, position_ids=pos, attention_mask=_tree_mask(tree, start, tgt.device))
-        path, cur = [], -1  # walk down the tree from the root
-        while True:
-            row = 0 if cur < 0 else 1 + cur
-            kids = [i for i, (_, p, _) in enumerate(tree) if p == cur]
-            if sp.greedy:
-                best = int(lg[row].argmax())
-                hit = next((i for i in kids if tree[i][0] == best), None)
-                if hit is None:
-                    nxt = best
-                    break
-            else:
-                p = target_probs(lg[row], sp).clone()
-                hit = None
-                for i in kids:
-                    c = tree[i][0]
-                    if torch.rand((), generator=g, device="cpu").item() < float(p[c]):
-                        hit = i
-                        break
-                    p[c] = 0.0
-                    p = p / p.sum() if p.sum() > 0 else target_probs(lg[row], sp)
-                if hit is None:
-                    nxt = draw(p, g)
-                    break
-            path.append(hit)
-            cur = hit
+        path, nxt = _accept_tree(tree, lg, sp, g)
         res.draft_time += t2 - t1
         res.verify_time += _clock(target.device) - t2
         new = [tree[i][0] for i in path] + [nxt]
         res.record(new, len(path), max(d for _, _, d in tree), on_cycle)
         rows = [0] + [1 + i for i in path]
-        keep = torch.tensor(list(range(start)) + [start + r for r in rows], device=hid.device)
-        for layer in tgt.cache.layers:  # keep the prefix, the root and the accepted path
-            layer.keys, layer.values = layer.keys[:, :, keep], layer.values[:, :, keep]
+        _keep_rows(tgt, start, rows)
         t3 = _clock(target.device)
         cache.extend(torch.tensor([new], device=hid.device), hid[None, rows])  # the root and the accepted path
         res.draft_time += _clock(target.device) - t3
