@@ -214,6 +214,37 @@ def dataset_key(path, tokenizer, max_length, train_only_last_turn, is_preformatt
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
 
 
+def _read_cache(cache: Path) -> list[dict] | None:
+    "Samples from a tokenised-data cache, or None if it is damaged (then it is rebuilt, never trusted)."
+    try:
+        c = safe_torch_load(cache, "chat data cache")
+    except CheckpointError:
+        return None
+    return [{"id": i, "input_ids": x, "loss_mask": m} for i, x, m in zip(c["ids"], c["input_ids"], c["loss_mask"])]
+
+
+def _tokenize_file(path: Path, tokenizer, max_length: int, train_only_last_turn: bool, is_preformatted: bool):
+    "Every usable row of a JSONL file, tokenised with its loss mask (conversations without an answer are skipped)."
+    samples = []
+    if is_preformatted:
+        if not path.is_file():
+            raise ChatDataError(f"data file {str(path)!r} does not exist.")
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            if "text" not in row:
+                raise ChatDataError(f"{path.name}:{i}: --is-preformatted rows need a 'text' field.")
+            enc = tokenize_preformatted(tokenizer, row["text"], max_length, train_only_last_turn)
+            samples.append({"id": str(row.get("id", i)), **enc})
+        return samples
+    for c in load_conversations(path):
+        if any(m["role"] == "assistant" for m in c["messages"]):
+            enc = tokenize_conversation(tokenizer, c["messages"], max_length, train_only_last_turn)
+            samples.append({"id": c["id"], **enc})
+    return samples
+
+
 def build_chat_dataset(
     path,
     tokenizer,
@@ -229,40 +260,9 @@ def build_chat_dataset(
     path = Path(path)
     key = dataset_key(path, tokenizer, max_length, train_only_last_turn, is_preformatted) if path.is_file() else None
     cache = Path(cache_dir) / f"chat-{key}.pt" if cache_dir and key else None
-    if cache is not None and cache.is_file():
-        try:
-            c = safe_torch_load(cache, "chat data cache")
-            samples = [
-                {"id": i, "input_ids": x, "loss_mask": m} for i, x, m in zip(c["ids"], c["input_ids"], c["loss_mask"])
-            ]
-        except CheckpointError:
-            samples = None  # a damaged cache is rebuilt, never trusted
-    else:
-        samples = None
+    samples = _read_cache(cache) if cache is not None and cache.is_file() else None
     if samples is None:
-        samples = []
-        if is_preformatted:
-            if not path.is_file():
-                raise ChatDataError(f"data file {str(path)!r} does not exist.")
-            for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                if not line.strip():
-                    continue
-                row = json.loads(line)
-                if "text" not in row:
-                    raise ChatDataError(f"{path.name}:{i}: --is-preformatted rows need a 'text' field.")
-                samples.append(
-                    {
-                        "id": str(row.get("id", i)),
-                        **tokenize_preformatted(tokenizer, row["text"], max_length, train_only_last_turn),
-                    }
-                )
-        else:
-            for c in load_conversations(path):
-                if not any(m["role"] == "assistant" for m in c["messages"]):
-                    continue
-                samples.append(
-                    {"id": c["id"], **tokenize_conversation(tokenizer, c["messages"], max_length, train_only_last_turn)}
-                )
+        samples = _tokenize_file(path, tokenizer, max_length, train_only_last_turn, is_preformatted)
         if cache is not None:
             atomic_torch_save(
                 {
