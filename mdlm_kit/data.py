@@ -177,39 +177,43 @@ def _data_spec(cfg: DataConfig) -> dict:
     }
 
 
+def _reusable(meta_path: Path, cfg: DataConfig) -> bool:
+    "True if `meta_path` describes data built with these settings; an error if it holds data built with others."
+    if not meta_path.is_file():
+        return False
+    saved = json.loads(meta_path.read_text()).get("spec", {})
+    if saved == _data_spec(cfg):
+        return True
+    diff = "; ".join(
+        f"data.{k}: saved {saved.get(k)!r}, requested {v!r}" for k, v in _data_spec(cfg).items() if saved.get(k) != v
+    )
+    raise DataError(
+        f"{str(meta_path.parent)!r} already holds data built with other settings ({diff}); "
+        "use another data directory (data.data_dir) or delete that one to rebuild."
+    )
+
+
+def _tokenizer_for(cfg: DataConfig, docs: list[str], n_chars: int, log):
+    "The tokenizer `cfg` names (a saved directory or a Hugging Face name), or a byte-level BPE trained on `docs`."
+    if cfg.tokenizer:
+        tok = load_tokenizer(cfg.tokenizer) if Path(cfg.tokenizer).is_dir() else _hf_tokenizer(cfg.tokenizer)
+        return ensure_special_tokens(tok)
+    log(f"training a byte-level BPE tokenizer (vocab {cfg.tokenizer_vocab_size}) on {n_chars / 1e6:.2f} M characters")
+    return train_tokenizer(docs, cfg.tokenizer_vocab_size)
+
+
 def prepare_data(cfg: DataConfig, data_dir: str | Path, min_train_blocks: int = 1, log=print) -> Path:
     "Build (or reuse) the tokenizer and packed train/val blocks for `cfg` in `data_dir`."
     data_dir = Path(data_dir)
     meta_path = data_dir / "meta.json"
-    if meta_path.is_file():
-        meta = json.loads(meta_path.read_text())
-        if meta.get("spec") == _data_spec(cfg):
-            log(f"reusing packed data in {data_dir}")
-            return data_dir
-        saved = meta.get("spec", {})
-        diff = "; ".join(
-            f"data.{k}: saved {saved.get(k)!r}, requested {v!r}"
-            for k, v in _data_spec(cfg).items()
-            if saved.get(k) != v
-        )
-        raise DataError(
-            f"{str(data_dir)!r} already holds data built with other settings ({diff}); "
-            "use another data directory (data.data_dir) or delete that one to rebuild."
-        )
+    if _reusable(meta_path, cfg):
+        log(f"reusing packed data in {data_dir}")
+        return data_dir
     docs = [d for d in read_corpus(cfg.corpus, cfg.text_field) if d.strip()]
     n_chars = sum(map(len, docs))
     if n_chars == 0:
         raise DataError(f"corpus {cfg.corpus!r} is empty; give it some UTF-8 text.")
-    if cfg.tokenizer:
-        tok = ensure_special_tokens(
-            load_tokenizer(cfg.tokenizer) if Path(cfg.tokenizer).is_dir() else _hf_tokenizer(cfg.tokenizer)
-        )
-    else:
-        log(
-            f"training a byte-level BPE tokenizer (vocab "
-            f"{cfg.tokenizer_vocab_size}) on {n_chars / 1e6:.2f} M characters"
-        )
-        tok = train_tokenizer(docs, cfg.tokenizer_vocab_size)
+    tok = _tokenizer_for(cfg, docs, n_chars, log)
     ids = tokenize_documents(tok, docs)
     B = cfg.block_size
     n_val = max(1, int(round(len(ids) // B * cfg.val_fraction)))
