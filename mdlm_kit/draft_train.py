@@ -657,9 +657,8 @@ class DraftTrainer:
             return lambda k, v, s: run.log({k: v}, step=s)
         return None
 
-    def run(self) -> dict:
-        from tqdm.auto import tqdm
-
+    def _announce(self):
+        "Write the config, open the event log and say what this run will do (a start or resume event and a line)."
         c = self.cfg
         self.out.mkdir(parents=True, exist_ok=True)
         if self.resume:
@@ -681,6 +680,26 @@ class DraftTrainer:
             f"{self.algorithm} drafter {n_params / 1e6:.2f} M trainable params | {len(self.train_set)} samples | "
             f"{self.total_steps} steps | {'online' if self.online else 'offline'} | {self.device}"
         )
+
+    def _profile(self, prof, before: bool):
+        "torch.profiler over steps [profile_start_step, + profile_num_steps): started before, written after a step."
+        c = self.cfg
+        if before and c.profile and prof is None and self.step == c.profile_start_step:
+            prof = torch.profiler.profile(record_shapes=c.profile_record_shapes)
+            prof.__enter__()
+        elif not before and prof is not None and self.step >= c.profile_start_step + c.profile_num_steps:
+            prof.__exit__(None, None, None)
+            (self.out / "profile").mkdir(exist_ok=True)
+            prof.export_chrome_trace(str(self.out / "profile" / f"trace_step{c.profile_start_step}.json"))
+            prof = None
+            self.log(f"profiler trace written to {self.out / 'profile'}")
+        return prof
+
+    def run(self) -> dict:
+        from tqdm.auto import tqdm
+
+        c = self.cfg
+        self._announce()
         if self.step == 0 and self.eval_set is not None:
             ev = self.evaluate()
             self._event("eval", step=0, **ev)
@@ -690,18 +709,11 @@ class DraftTrainer:
         t0, last = time.perf_counter(), None
         prof = None
         while self.step < stop:
-            if c.profile and self.step == c.profile_start_step:
-                prof = torch.profiler.profile(record_shapes=c.profile_record_shapes)
-                prof.__enter__()
+            prof = self._profile(prof, before=True)
             rec = self.train_step()
             bar.update(1)
             bar.set_postfix(loss=f"{rec['loss']:.3f}")
-            if prof is not None and self.step >= c.profile_start_step + c.profile_num_steps:
-                prof.__exit__(None, None, None)
-                (self.out / "profile").mkdir(exist_ok=True)
-                prof.export_chrome_trace(str(self.out / "profile" / f"trace_step{c.profile_start_step}.json"))
-                prof = None
-                self.log(f"profiler trace written to {self.out / 'profile'}")
+            prof = self._profile(prof, before=False)
             if self.step % c.log_interval == 0 or self.step == stop:
                 synchronize(self.device)
                 self._event(
