@@ -66,7 +66,7 @@ def sample_anchors(loss_mask: torch.Tensor, num_anchors: int, seeds) -> tuple[to
 
 
 def dflash_blocks(input_ids, loss_mask, anchors, keep, block_size: int, mask_token_id: int) -> dict:
-    "Block inputs `noise_ids` (B, N*bs), `labels` and `valid` (B, N, bs), and `position_ids` (B, S + N*bs)."
+    "Block inputs `noise_ids` `(B, N*bs)`, `labels` and `valid` (B, N, bs), and `position_ids` `(B, S + N*bs)`."
     B, S = input_ids.shape
     k = torch.arange(block_size, device=input_ids.device)
     pos = anchors[..., None] + k  # (B, N, bs)
@@ -95,7 +95,7 @@ def dflash_mask_mod(anchors: torch.Tensor, keep: torch.Tensor, seq_len: int, blo
 
 
 def dflash_attention_mask(anchors: torch.Tensor, keep: torch.Tensor, seq_len: int, block_size: int) -> torch.Tensor:
-    "Boolean mask (B, N*bs, S + N*bs): True where a block slot may attend."
+    "Boolean mask `(B, N*bs, S + N*bs)`: True where a block slot may attend."
     B, N = anchors.shape
     dev = anchors.device
     b = torch.arange(B, device=dev)[:, None, None]
@@ -382,11 +382,11 @@ class DFlashDraftModel(nn.Module):
         return torch.where(is_mask[..., None], self.mask_embedding.to(dtype), e)
 
     def fuse(self, target_hidden):
-        "The injected context: the target's K layers (…, K*H) projected to (…, H) and normalised; row by row."
+        "The injected context: the target's K layers `(…, K*H)` projected to (…, H) and normalised; row by row."
         return self.hidden_norm(self.fc(target_hidden.to(self.fc.weight.dtype)))
 
     def forward(self, noise_embeds, target_hidden, position_ids, mask, backend: str | None = None, cache=None):
-        """Hidden states (B, Q, H) of the block slots, given embeddings (B, Q, H), target features (B, S, K*H) and
+        """Hidden states (B, Q, H) of the block slots, given embeddings (B, Q, H), target features `(B, S, K*H)` and
         positions (B, S+Q); with a `DFlashContextCache`, `target_hidden` is unused and positions cover the block
         only."""
         ctx = None if cache is not None else self.fuse(target_hidden)
@@ -574,7 +574,7 @@ class DFlashContextCache:
 
     @torch.no_grad()
     def extend(self, target_hidden):
-        "Add the target features (1, n, K*H) of the next n committed positions; each row is fused and projected once."
+        "Add the target features `(1, n, K*H)` of the next n committed positions; each row is fused and projected once."
         d = self.draft
         ctx = d.fuse(target_hidden)
         cos, sin = d.rotary(ctx, torch.arange(self.length, self.length + ctx.shape[1], device=ctx.device)[None])

@@ -53,8 +53,8 @@ def elbo_weight(t: torch.Tensor) -> torch.Tensor:
 
 
 def elbo_terms(logits: torch.Tensor, targets: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-    """Per masked position: `elbo_weight(t)` * cross-entropy, in fp32. `logits` (N, V), `targets` (N,), `t` (N,) the
-    time of each position."""
+    """Per masked position: `elbo_weight(t)` times the cross-entropy, in fp32. `logits` (N, V), `targets` (N,),
+    `t` (N,) the time of each position."""
     return F.cross_entropy(logits.float(), targets, reduction="none") * elbo_weight(t)
 
 

@@ -60,7 +60,7 @@ def build_vocab_mapping(samples, vocab_size: int, draft_vocab_size: int) -> tupl
 
 # %% ../nbs/13_eagle3.ipynb #6166bcc6
 def ttt_attention_mask(seq_len: int, step: int, device=None) -> torch.Tensor:
-    "Bool (S, (step+1)*S): query t of TTT step `step` sees step-0 keys s <= t and the keys of steps 1..step at s = t."
+    "Bool `(S, (step+1)*S)`: query t of TTT step `step` sees step-0 keys s <= t and the keys of steps 1..step at s = t."
     t = torch.arange(seq_len, device=device)[:, None]
     s = torch.arange(seq_len, device=device)[None, :]
     blocks = [s <= t] + [s == t] * step
@@ -68,7 +68,7 @@ def ttt_attention_mask(seq_len: int, step: int, device=None) -> torch.Tensor:
 
 
 def ttt_step_weights(length: int, decay: float = 0.8) -> list[float]:
-    "The weight of each TTT step's loss: decay**j (not normalised, as in the reference trainer)."
+    "The weight of each TTT step's loss: `decay**j` (not normalised, as in the reference trainer)."
     return [decay**j for j in range(length)]
 
 # %% ../nbs/13_eagle3.ipynb #8150201a
@@ -276,7 +276,7 @@ def eagle3_forward(
     ttt_length: int | None = None,
     decay: float = 0.8,
 ) -> dict:
-    "TTT loss numerator (sum over steps of 0.8^j x masked soft CE), denominator B*S, and per-step metrics."
+    "TTT loss numerator (sum over steps of 0.8^j x masked soft CE), denominator `B*S`, and per-step metrics."
     T = ttt_length or draft.config.ttt_length
     B, S = input_ids.shape
     with (

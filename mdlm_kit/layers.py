@@ -43,7 +43,7 @@ def apply_rope(x, cos, sin):
 
 # %% ../nbs/02a_layers.ipynb #fd4dcf88
 class SwiGLU(nn.Module):
-    "The gated MLP of PaLM/Llama: W2(silu(W1 x) * W3 x)."
+    "The gated MLP of PaLM/Llama: W2`(silu(W1 x) * W3 x)`."
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -56,7 +56,7 @@ class SwiGLU(nn.Module):
 
 # %% ../nbs/02a_layers.ipynb #0fcbcd7f
 class GatedMLP(nn.Module):
-    "SwiGLU with transformers' names: down_proj(silu(gate_proj x) * up_proj x)."
+    "SwiGLU with transformers' names: down_proj`(silu(gate_proj x) * up_proj x)`."
 
     def __init__(self, dim: int, hidden: int):
         super().__init__()

@@ -118,8 +118,8 @@ class CachedTarget:
 
     @torch.no_grad()
     def extend(self, ids: torch.Tensor, position_ids=None, attention_mask=None):
-        """Run `ids` (1, n) after the cached prefix: logits (n, V) and features (n, K*H) (None without layer ids). A 4D
-        mask and positions verify a tree."""
+        """Run `ids` (1, n) after the cached prefix: logits (n, V) and features `(n, K*H)` (None without layer ids).
+        A 4D mask and positions verify a tree."""
         dev = self.t.device
         extra = (
             {}
@@ -144,7 +144,8 @@ class CachedTarget:
 
 
 def _prefill(target, layer_ids, prompt_ids, sp, g):
-    "Run the prompt: the cached target, the prompt's features (1, n, K*H), the result with the first token, that token."
+    """Run the prompt: the cached target, the prompt's features `(1, n, K*H)`, the result with the first token, that
+    token."""
     tgt = CachedTarget(target, layer_ids)
     logits, feats = tgt.extend(torch.as_tensor(prompt_ids, device=tgt.device)[None])
     b = _select(logits[-1], sp, g)

@@ -71,7 +71,7 @@ def resolve_target(name_or_path: str | Path) -> tuple[str, str | None]:
 # %% ../nbs/10_targets.ipynb #c4bf9621
 @dataclass
 class TargetOutput:
-    "What a target forward returns: `hidden_states` (B, S, K*H) for the asked layers, `logits` (B, S, V) or None."
+    "What a target forward returns: `hidden_states` `(B, S, K*H)` for the asked layers, `logits` (B, S, V) or None."
 
     hidden_states: torch.Tensor | None
     logits: torch.Tensor | None

@@ -312,7 +312,7 @@ def ttt_weights_explorer(length: int = 7, decay: float = 0.8):
 
 # %% ../nbs/19_widgets.ipynb #24243e14
 def elbo_weight_figure(t_min: float = 0.02):
-    "The MDLM weight `elbo_weight(t)` over t in [t_min, 1], and t * w(t); returns (fig, (t, w))."
+    "The MDLM weight `elbo_weight(t)` over t in [t_min, 1], and `t * w(t)`; returns (fig, (t, w))."
     t = torch.linspace(t_min, 1.0, 200)
     w = elbo_weight(t)
     fig = Figure(figsize=(6, 2.6), layout="constrained")

@@ -118,3 +118,25 @@ def test_figures_are_on_the_pages(site):
         assert "<img" in (site / f"{nb}.html").read_text(encoding="utf-8"), (
             f"{nb} shows no figure (run tools/run_nbs.py)"
         )
+
+
+def test_search_finds_pages_when_the_site_is_opened_as_files(site):
+    """`make docs` says to open _docs/index.html; browsers refuse fetch() on file:// pages, so the index ships as a
+    script."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(CHROMIUM_MISSING)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        page = browser.new_page()
+        page.goto((site / "06_diffusion.html").as_uri(), wait_until="load")
+        box = page.locator(".smalldocs-search input").first
+        if not box.is_visible():  # an overlay search opens from its icon
+            page.keyboard.press("/")
+        box.fill("speculative")
+        page.wait_for_function("document.querySelectorAll('.search-result, .search-none').length > 0", timeout=10_000)
+        titles = page.locator(".search-result .search-result-title").all_inner_texts()
+        browser.close()
+    assert titles, "search shows 'No results' for a word on many pages"
+    assert any("peculative" in t for t in titles), titles

@@ -56,6 +56,31 @@ def make_offline(site: Path):
             css.write_text(FONT_IMPORT.sub("", text), encoding="utf-8")
 
 
+SEARCH_FETCH = 'const r = await fetch(offset + "search.json");\n      index = await r.json();'
+
+
+def local_search(site: Path):
+    """Make search work when the site is opened as files: browsers refuse `fetch` on file:// pages, so the index also
+    ships as a script every page loads, and smalldocs' search reads it when present (over http it is the same)."""
+    index = (site / "search.json").read_text(encoding="utf-8")
+    (site / "search-index.js").write_text(f"window.smalldocsSearchIndex = {index};\n", encoding="utf-8")
+    js = site / "site_libs" / "smalldocs.js"
+    text = js.read_text(encoding="utf-8")
+    if SEARCH_FETCH not in text:
+        sys.exit("tools/make_docs.py: smalldocs' search no longer fetches search.json as expected; update local_search")
+    use = (
+        "if (window.smalldocsSearchIndex) { index = window.smalldocsSearchIndex; } else {\n      " + SEARCH_FETCH + " }"
+    )
+    js.write_text(text.replace(SEARCH_FETCH, use), encoding="utf-8")
+    for page in site.rglob("*.html"):
+        html = page.read_text(encoding="utf-8")
+        depth = len(page.relative_to(site).parts) - 1
+        tag = '<script src="' + "../" * depth + 'site_libs/smalldocs.js" defer>'
+        if tag in html:
+            extra = '<script src="' + "../" * depth + 'search-index.js" defer></script>\n'
+            page.write_text(html.replace(tag, extra + tag), encoding="utf-8")
+
+
 def main():
     import os
 
@@ -84,10 +109,12 @@ def main():
     shutil.rmtree(out, ignore_errors=True)
     shutil.move(str(cache / cfg.doc_path.name), str(out))
     make_offline(out)
+    local_search(out)
     pages = sorted(p.name for p in out.glob("*.html"))
     print(
         f"docs: {len(pages)} pages in {out.relative_to(ROOT)}/ (processing "
-        f"{t1 - t0:.1f} s, rendering {time.perf_counter() - t1:.1f} s)"
+        f"{t1 - t0:.1f} s, rendering {time.perf_counter() - t1:.1f} s); open {out.relative_to(ROOT)}/index.html "
+        "in a browser (search works from the files), or serve it: python -m http.server -d _docs 8000"
     )
 
 
