@@ -10,7 +10,9 @@ from pathlib import Path
 import torch
 from mdlm_kit.device import inference_precision, resolve_device
 from mdlm_kit.eagle3 import Eagle3Config, Eagle3ContextCache, Eagle3DraftModel
-from mdlm_kit.speculative import SamplingParams, eagle3_propose, load_draft
+from mdlm_kit.eagle3 import eagle3_propose
+from mdlm_kit.speculative import load_draft
+from mdlm_kit.targets import SamplingParams
 from mdlm_kit.targets import TargetModel
 
 

@@ -19,7 +19,6 @@ import torch
 from mdlm_kit.chat_data import heldout_prompts
 from mdlm_kit.device import inference_precision, resolve_device
 from mdlm_kit.speculative import (
-    SamplingParams,
     chat_ids,
     load_draft,
     load_prompts,
@@ -27,7 +26,7 @@ from mdlm_kit.speculative import (
     speculative_decode,
     summarize_runs,
 )
-from mdlm_kit.targets import TargetModel
+from mdlm_kit.targets import SamplingParams, TargetModel
 
 
 def _hf_generate(tgt, ids, n, eos):

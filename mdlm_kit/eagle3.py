@@ -15,12 +15,13 @@ import torch.nn.functional as F
 from .checkpoint import CheckpointError, load_model_dir, save_model_dir
 from .layers import GatedMLP, RMSNorm, apply_rope
 from .device import KitError, cast_weights
-from .targets import rotary_embedding, target_shape
+from .targets import SamplingParams, draw, rotary_embedding, target_probs, target_shape
 
 # %% auto #0
 __all__ = ['MODEL_TYPE', 'ARCHITECTURE', 'Eagle3Error', 'default_aux_layer_ids', 'build_vocab_mapping', 'ttt_attention_mask',
            'ttt_step_weights', 'Eagle3Config', 'Eagle3Attention', 'Eagle3Layer', 'Eagle3DraftModel', 'shift_left',
-           'eagle3_forward', 'draft_embed', 'chain_step_reference', 'Eagle3ContextCache']
+           'eagle3_forward', 'draft_embed', 'chain_step_reference', 'Eagle3ContextCache', 'eagle3_propose',
+           'eagle3_tree_propose']
 
 # %% ../nbs/13_eagle3.ipynb #bd7f9a97
 class Eagle3Error(KitError, ValueError):
@@ -377,3 +378,74 @@ class Eagle3ContextCache:
         out, self.kv = d.midlayer(emb, h, cos, sin, self.kv)
         self.last, self.length = out[:, -1:], self.length + n
         return self
+
+# %% ../nbs/13_eagle3.ipynb #04428a08
+@torch.no_grad()
+def eagle3_propose(draft: Eagle3DraftModel, cache: Eagle3ContextCache, k: int, sp: SamplingParams, g=None):
+    """k draft target ids (k,) after the cached sequence, and their proposals over the target vocabulary (k, V) (None
+    when greedy)."""
+    ids_d, V = draft.draft_ids(), draft.config.vocab_size
+    a, past, n = cache.last, cache.kv, cache.length  # a: the layer output at the last committed position
+    out, qs = [], []
+    for j in range(k):
+        lg = draft.logits(a)[0, 0].float()
+        if sp.greedy:
+            i = int(lg.argmax())
+        else:
+            pd = target_probs(lg, sp)
+            qs.append(torch.zeros(V, device=pd.device).index_copy_(0, ids_d, pd))
+            i = draw(pd, g)
+        out.append(int(ids_d[i]))
+        if j == k - 1:
+            break
+        c, s = draft.rotary(a, torch.tensor([[n + j]], device=a.device))
+        emb = cache.tables.embed(torch.tensor([[out[-1]]], device=a.device))
+        a, past = draft.midlayer(emb, a, c, s, past)  # step j+1 sees the cache and the chain so far
+    return torch.tensor(out, device=a.device), (torch.stack(qs) if qs else None)
+
+# %% ../nbs/13_eagle3.ipynb #6aa6b0c0
+@dataclass
+class _Node:
+    token: int
+    parent: int  # index in the node list, -1 for children of the root
+    depth: int
+    score: float  # cumulative log-probability of the path
+    hidden: torch.Tensor  # the draft hidden state that proposed this node (its step input)
+    past: tuple  # keys/values the node's own step attends to: the cache, then its ancestors'
+
+
+@torch.no_grad()
+def eagle3_tree_propose(
+    draft: Eagle3DraftModel, cache: Eagle3ContextCache, depth: int = 4, top_k: int = 4, tree_nodes: int = 16
+):
+    "A draft tree after the cached sequence: list of (target token, parent index, depth), parents before children."
+    n, ids_d = cache.length, draft.draft_ids()
+
+    def expand(hidden, parent, d, score, past):
+        lq = F.log_softmax(draft.logits(hidden)[0, 0].float(), -1)
+        top = lq.topk(min(top_k, len(lq)))
+        return [
+            _Node(int(ids_d[i]), parent, d, score + float(v), hidden, past) for v, i in zip(top.values, top.indices)
+        ]
+
+    nodes = expand(cache.last, -1, 1, 0.0, cache.kv)
+    frontier = list(range(len(nodes)))
+    for d in range(2, depth + 1):
+        cand = []
+        for idx in frontier:
+            nd = nodes[idx]
+            c, s_ = draft.rotary(nd.hidden, torch.tensor([[n - 1 + nd.depth]], device=nd.hidden.device))
+            emb = cache.tables.embed(torch.tensor([[nd.token]], device=nd.hidden.device))
+            a, past = draft.midlayer(emb, nd.hidden, c, s_, nd.past)
+            cand += expand(a, idx, d, nd.score, past)
+        cand.sort(key=lambda x: -x.score)
+        frontier = list(range(len(nodes), len(nodes) + min(top_k, len(cand))))
+        nodes += cand[:top_k]
+    keep = set(sorted(range(len(nodes)), key=lambda i: -nodes[i].score)[:tree_nodes])
+    for i in list(keep):  # ancestor-closed
+        while nodes[i].parent >= 0 and nodes[i].parent not in keep:
+            keep.add(nodes[i].parent)
+            i = nodes[i].parent
+    order = sorted(keep, key=lambda i: (nodes[i].depth, i))
+    new_index = {old: j for j, old in enumerate(order)}
+    return [(nodes[i].token, new_index.get(nodes[i].parent, -1), nodes[i].depth) for i in order]

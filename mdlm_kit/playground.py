@@ -17,14 +17,8 @@ import torch
 from matplotlib.figure import Figure
 from .device import KitError
 from .sampling import SAMPLERS, decode, diffusion_steps, load_inference, objective_of
-from mdlm_kit.speculative import (
-    DecodeResult,
-    SamplingParams,
-    speculative_decode,
-    plain_decode,
-    summarize_runs,
-    default_draft_tokens,
-)
+from .speculative import DecodeResult, default_draft_tokens, plain_decode, speculative_decode, summarize_runs
+from .targets import SamplingParams
 
 # %% auto #0
 __all__ = ['DIFFUSION_COLORS', 'SPEC_COLORS', 'NO_CHECKPOINT', 'PlaygroundError', 'Limits', 'check_range', 'check_prompt',

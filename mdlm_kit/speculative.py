@@ -12,46 +12,18 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from .dflash import DFlashContextCache, DFlashDraftModel, draft_block, is_dflash_config
-from .eagle3 import Eagle3ContextCache, Eagle3DraftModel
-from .targets import digests_match
+from .eagle3 import Eagle3ContextCache, Eagle3DraftModel, eagle3_propose, eagle3_tree_propose
+from .targets import SamplingParams, digests_match, draw, target_probs
 from .device import KitError, synchronize
 
 # %% auto #0
-__all__ = ['SpeculativeError', 'SamplingParams', 'target_probs', 'verify', 'draw', 'CachedTarget', 'DecodeResult', 'plain_decode',
-           'default_draft_tokens', 'tokens_per_cycle', 'dflash_decode', 'eagle3_propose', 'eagle3_decode',
-           'eagle3_tree_propose', 'eagle3_tree_decode', 'summarize_runs', 'load_prompts', 'load_draft',
-           'speculative_decode', 'chat_ids', 'speculate']
+__all__ = ['SpeculativeError', 'verify', 'CachedTarget', 'DecodeResult', 'plain_decode', 'default_draft_tokens',
+           'tokens_per_cycle', 'dflash_decode', 'eagle3_decode', 'eagle3_tree_decode', 'summarize_runs', 'load_prompts',
+           'load_draft', 'speculative_decode', 'chat_ids', 'speculate']
 
 # %% ../nbs/17_speculative.ipynb #7a2bba9b
 class SpeculativeError(KitError, ValueError):
     "Speculative-decoding inputs that cannot be used (a prompt file, a drafter directory); the message says why."
-
-
-@dataclass
-class SamplingParams:
-    "How the target picks tokens: temperature 0 is greedy; top-k/top-p as in plain sampling."
-
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature <= 0
-
-
-def target_probs(logits: torch.Tensor, sp: SamplingParams) -> torch.Tensor:
-    "The processed distribution (…, V) plain sampling draws from: temperature, then top-k, then top-p."
-    x = logits.float() / sp.temperature
-    if sp.top_k and sp.top_k < x.shape[-1]:
-        kth = x.topk(sp.top_k, -1).values[..., -1:]
-        x = x.masked_fill(x < kth, float("-inf"))
-    if sp.top_p < 1.0:
-        sx, idx = x.sort(-1, descending=True)
-        cum = sx.softmax(-1).cumsum(-1)
-        drop = cum - sx.softmax(-1) >= sp.top_p  # keep the smallest prefix whose mass reaches top_p
-        x = x.masked_fill(drop.scatter(-1, idx, drop), float("-inf"))
-    return x.softmax(-1)
 
 
 def verify(
@@ -85,12 +57,6 @@ def verify(
             resid = p[i]
         return i, draw(resid / resid.sum(), generator)
     return k, draw(p[k], generator)
-
-
-def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
-    """One token from probabilities (V,), drawn on the CPU: one CPU generator serves every device, and a seed gives the
-    same draw on each."""
-    return int(torch.multinomial(probs.detach().float().cpu(), 1, generator=generator))
 
 # %% ../nbs/17_speculative.ipynb #0662d501
 class CachedTarget:
@@ -269,30 +235,6 @@ def dflash_decode(
     return res
 
 # %% ../nbs/17_speculative.ipynb #08273cef
-@torch.no_grad()
-def eagle3_propose(draft: Eagle3DraftModel, cache: Eagle3ContextCache, k: int, sp: SamplingParams, g=None):
-    """k draft target ids (k,) after the cached sequence, and their proposals over the target vocabulary (k, V) (None
-    when greedy)."""
-    ids_d, V = draft.draft_ids(), draft.config.vocab_size
-    a, past, n = cache.last, cache.kv, cache.length  # a: the layer output at the last committed position
-    out, qs = [], []
-    for j in range(k):
-        lg = draft.logits(a)[0, 0].float()
-        if sp.greedy:
-            i = int(lg.argmax())
-        else:
-            pd = target_probs(lg, sp)
-            qs.append(torch.zeros(V, device=pd.device).index_copy_(0, ids_d, pd))
-            i = draw(pd, g)
-        out.append(int(ids_d[i]))
-        if j == k - 1:
-            break
-        c, s = draft.rotary(a, torch.tensor([[n + j]], device=a.device))
-        emb = cache.tables.embed(torch.tensor([[out[-1]]], device=a.device))
-        a, past = draft.midlayer(emb, a, c, s, past)  # step j+1 sees the cache and the chain so far
-    return torch.tensor(out, device=a.device), (torch.stack(qs) if qs else None)
-
-
 def _eagle3_prefill(target, draft, tables, prompt_ids, sp, g):
     "Prefill the target and the drafter's cache: pairs (features of position t, token t+1), the first token last."
     tgt, aux, res, b = _prefill(target, draft.config.eagle_aux_hidden_state_layer_ids, prompt_ids, sp, g)
@@ -345,53 +287,6 @@ def eagle3_decode(
     return res
 
 # %% ../nbs/17_speculative.ipynb #c28fd507
-@dataclass
-class _Node:
-    token: int
-    parent: int  # index in the node list, -1 for children of the root
-    depth: int
-    score: float  # cumulative log-probability of the path
-    hidden: torch.Tensor  # the draft hidden state that proposed this node (its step input)
-    past: tuple  # keys/values the node's own step attends to: the cache, then its ancestors'
-
-
-@torch.no_grad()
-def eagle3_tree_propose(
-    draft: Eagle3DraftModel, cache: Eagle3ContextCache, depth: int = 4, top_k: int = 4, tree_nodes: int = 16
-):
-    "A draft tree after the cached sequence: list of (target token, parent index, depth), parents before children."
-    n, ids_d = cache.length, draft.draft_ids()
-
-    def expand(hidden, parent, d, score, past):
-        lq = F.log_softmax(draft.logits(hidden)[0, 0].float(), -1)
-        top = lq.topk(min(top_k, len(lq)))
-        return [
-            _Node(int(ids_d[i]), parent, d, score + float(v), hidden, past) for v, i in zip(top.values, top.indices)
-        ]
-
-    nodes = expand(cache.last, -1, 1, 0.0, cache.kv)
-    frontier = list(range(len(nodes)))
-    for d in range(2, depth + 1):
-        cand = []
-        for idx in frontier:
-            nd = nodes[idx]
-            c, s_ = draft.rotary(nd.hidden, torch.tensor([[n - 1 + nd.depth]], device=nd.hidden.device))
-            emb = cache.tables.embed(torch.tensor([[nd.token]], device=nd.hidden.device))
-            a, past = draft.midlayer(emb, nd.hidden, c, s_, nd.past)
-            cand += expand(a, idx, d, nd.score, past)
-        cand.sort(key=lambda x: -x.score)
-        frontier = list(range(len(nodes), len(nodes) + min(top_k, len(cand))))
-        nodes += cand[:top_k]
-    keep = set(sorted(range(len(nodes)), key=lambda i: -nodes[i].score)[:tree_nodes])
-    for i in list(keep):  # ancestor-closed
-        while nodes[i].parent >= 0 and nodes[i].parent not in keep:
-            keep.add(nodes[i].parent)
-            i = nodes[i].parent
-    order = sorted(keep, key=lambda i: (nodes[i].depth, i))
-    new_index = {old: j for j, old in enumerate(order)}
-    return [(nodes[i].token, new_index.get(nodes[i].parent, -1), nodes[i].depth) for i in order]
-
-
 def _tree_mask(tree, prefix: int, device=None) -> torch.Tensor:
     "Bool (1, 1, 1+N, prefix+1+N): the root sees the prefix and itself; node i its ancestors, the root, itself."
     N = len(tree)

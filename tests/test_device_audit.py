@@ -24,7 +24,8 @@ def _check(audit):
 def test_speculative_decoders_name_their_devices(target):
     from mdlm_kit.dflash import DFlashConfig, DFlashDraftModel
     from mdlm_kit.eagle3 import Eagle3Config, Eagle3DraftModel
-    from mdlm_kit.speculative import SamplingParams, plain_decode, speculative_decode
+    from mdlm_kit.speculative import plain_decode, speculative_decode
+    from mdlm_kit.targets import SamplingParams
 
     tables = target.embeddings_and_head()
     df = DFlashDraftModel(DFlashConfig.from_target(target.config, mask_token_id=0, block_size=4, num_feature_layers=2))

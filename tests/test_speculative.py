@@ -242,7 +242,7 @@ def test_eagle3_cache_drafts_what_the_full_recompute_drafts(setup, drafters):
     """The drafter's KV cache, grown cycle by cycle, drafts (chain and tree) exactly what a cache built at once over the
     prefix drafts."""
     from mdlm_kit.eagle3 import Eagle3ContextCache
-    from mdlm_kit.speculative import eagle3_propose, eagle3_tree_propose
+    from mdlm_kit.eagle3 import eagle3_propose, eagle3_tree_propose
 
     tgt, tables, prompt, answer = setup
     _, e3 = drafters
