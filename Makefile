@@ -13,11 +13,11 @@ export TOKENIZERS_PARALLELISM := false
 
 help:
 	@echo "make quickstart  - set up .venv, train the small default MDLM on the embedded corpus, print samples"
-	@echo "make test        - set up .venv, run pytest (incl. slow), nbdev-test, and the notebook/library/README sync check"
+	@echo "make test        - set up .venv, run ruff, pytest (incl. slow), nbdev-test, and the notebook/library/README sync check"
 	@echo "make test-fast   - the same without the slow end-to-end tests"
 	@echo "make lint        - ruff: the formatter's layout, lines <= 120 characters, no statements joined with ';'"
 	@echo "make readme      - regenerate README.md from nbs/index.ipynb"
-	@echo "make docs        - build the docs site offline into _docs/ (open _docs/index.html)"
+	@echo "make docs        - build the docs site offline into _docs/ (open _docs/index.html; search works from the files)"
 	@echo "make run-nbs     - rerun every notebook and save its outputs (the figures the docs show)"
 	@echo "make bench       - run the benchmarks in bench/"
 

@@ -80,9 +80,8 @@ def lab(tmp_path_factory):
         "JUPYTERLAB_WORKSPACES_DIR": str(work / "ws"),
         "JUPYTER_CONFIG_DIR": str(work / "cfg"),
         "JUPYTER_RUNTIME_DIR": str(work / "rt"),
-        "MPLBACKEND": "",
     }
-    env.pop("MPLBACKEND")  # the kernel's own inline backend, as a learner gets it
+    env.pop("MPLBACKEND", None)  # the kernel's own inline backend, as a learner gets it
     port = _free_port()
     log = open(work / "lab.log", "w")
     proc = subprocess.Popen(
