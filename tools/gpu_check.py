@@ -334,6 +334,31 @@ def check_drafters(a, work):
     return out
 
 
+def _speculate(a, draft: str, prompts, output: Path, max_new_tokens: int, *extra) -> dict:
+    "`mdlm-kit speculate` with one drafter on the checked device; its JSON result."
+    sh(
+        [
+            *CLI,
+            "speculate",
+            "--target",
+            a.target,
+            "--draft",
+            draft,
+            "--prompts",
+            prompts,
+            "--output",
+            output,
+            "--max-new-tokens",
+            max_new_tokens,
+            "--device",
+            a.device,
+            "--no-progress",
+            *extra,
+        ]
+    )
+    return json.loads(output.read_text())
+
+
 def check_speculate(a, work):
     if not getattr(a, "drafts", None):
         raise RuntimeError("no drafters (the drafters step failed)")
@@ -350,26 +375,7 @@ def check_speculate(a, work):
     )
     out = {}
     for name, d in a.drafts.items():
-        sh(
-            [
-                *CLI,
-                "speculate",
-                "--target",
-                a.target,
-                "--draft",
-                d,
-                "--prompts",
-                prompts,
-                "--output",
-                work / f"speculate-{name}.json",
-                "--max-new-tokens",
-                32 if a.quick else 128,
-                "--device",
-                a.device,
-                "--no-progress",
-            ]
-        )
-        res = json.loads((work / f"speculate-{name}.json").read_text())
+        res = _speculate(a, d, prompts, work / f"speculate-{name}.json", 32 if a.quick else 128)
         out[name] = {k: res[k] for k in ("tau_pooled", "tokens_per_s", "baseline_tokens_per_s", "speedup", "lossless")}
         if res["lossless"] is not True:
             raise AssertionError(f"{name}: speculative output differs from greedy decoding: {out}")
@@ -380,28 +386,7 @@ def check_speculate(a, work):
         ("eagle3-tree", ["--tree-nodes", "8", "--num-draft-tokens", "3"]),
     ):
         d = a.drafts[name.split("-")[0]]
-        sh(
-            [
-                *CLI,
-                "speculate",
-                "--target",
-                a.target,
-                "--draft",
-                d,
-                "--prompts",
-                prompts,
-                "--output",
-                work / f"speculate-{name}.json",
-                "--max-new-tokens",
-                32,
-                "--device",
-                a.device,
-                "--no-progress",
-                "--baseline",
-                *extra,
-            ]
-        )
-        res = json.loads((work / f"speculate-{name}.json").read_text())
+        res = _speculate(a, d, prompts, work / f"speculate-{name}.json", 32, "--baseline", *extra)
         out[name] = {k: res.get(k) for k in ("tau_pooled", "tokens", "speedup", "lossless")}
         if res["tokens"] < 4:
             raise AssertionError(f"{name}: decoded only {res['tokens']} tokens: {res}")
