@@ -442,8 +442,7 @@ def regenerate_conversations(
     tok.padding_side = "left"
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     output.parent.mkdir(parents=True, exist_ok=True)
-    g = torch.Generator().manual_seed(seed)
-    torch.manual_seed(seed)
+    torch.manual_seed(seed)  # generate() samples from torch's global generator
     bar = tqdm(total=len(todo), disable=not progress, desc="self-distil")
     for i in range(0, len(todo), batch_size):
         chunk = todo[i : i + batch_size]

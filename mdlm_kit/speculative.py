@@ -10,7 +10,6 @@ import json, time
 from dataclasses import dataclass, field
 from pathlib import Path
 import torch
-import torch.nn.functional as F
 from .dflash import DFlashContextCache, DFlashDraftModel, draft_block, is_dflash_config
 from .eagle3 import Eagle3ContextCache, Eagle3DraftModel, eagle3_propose, eagle3_tree_propose
 from .targets import SamplingParams, digests_match, draw, target_probs

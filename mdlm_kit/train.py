@@ -396,7 +396,7 @@ class Trainer:
             if self.step % tc.log_interval == 0 or self.step == stop:
                 synchronize(self.device)
                 dt = time.perf_counter() - t0
-                ev = self._event(
+                self._event(
                     "train",
                     step=self.step,
                     loss=rec["loss"],

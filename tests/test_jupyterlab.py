@@ -2,8 +2,8 @@
 
 Each notebook is opened in a copy of `nbs/`, run with Run All, saved, and read back: no cell may end in an error,
 and every cell must have run. In the widgets notebook every explorer must show a figure with drawn pixels after
-Run All and again after each of its controls is moved. Cells flagged `#| notest` (hours of training, a server that
-blocks) are made raw in the copy, so Run All skips them as `nbdev-test` does.
+Run All and again after each of its controls is moved. Cells with a flag nbdev-test skips (`tst_flags`: `notest`,
+`slow`; hours of training, a server that blocks) are made raw in the copy, so Run All skips them as nbdev-test does.
 """
 
 import base64
@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.request
 from pathlib import Path
 
@@ -47,11 +48,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+# the cell flags nbdev-test skips, from the project's own settings ([tool.nbdev] tst_flags)
+TEST_FLAGS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["nbdev"]["tst_flags"].split()
+
+
 def _skip_notest_cells(nb_path: Path):
     nb = json.loads(nb_path.read_text())
     for c in nb["cells"]:
-        src = "".join(c["source"])
-        if c["cell_type"] == "code" and any(l.strip() in ("#| notest", "#|notest") for l in src.splitlines()):
+        flags = {l.replace("#|", "").strip() for l in "".join(c["source"]).splitlines() if l.startswith("#|")}
+        if c["cell_type"] == "code" and flags & set(TEST_FLAGS):
             c["cell_type"] = "raw"
             for k in ("outputs", "execution_count"):
                 c.pop(k, None)
