@@ -11,7 +11,7 @@ import torch
 from mdlm_kit.device import inference_precision, resolve_device
 from mdlm_kit.eagle3 import Eagle3Config, Eagle3ContextCache, Eagle3DraftModel
 from mdlm_kit.eagle3 import eagle3_propose
-from mdlm_kit.speculative import load_draft
+from mdlm_kit.speculate import load_draft
 from mdlm_kit.targets import SamplingParams
 from mdlm_kit.targets import TargetModel
 

@@ -18,14 +18,8 @@ from pathlib import Path
 import torch
 from mdlm_kit.chat_data import heldout_prompts
 from mdlm_kit.device import inference_precision, resolve_device
-from mdlm_kit.speculative import (
-    chat_ids,
-    load_draft,
-    load_prompts,
-    plain_decode,
-    speculative_decode,
-    summarize_runs,
-)
+from mdlm_kit.speculate import chat_ids, load_draft, load_prompts, make_proposer
+from mdlm_kit.speculative import plain_decode, speculative_decode, summarize_runs
 from mdlm_kit.targets import SamplingParams, TargetModel
 
 
@@ -78,9 +72,8 @@ def measure(args, dev, precision):
         if name == "plain":
             return plain_decode(tgt, ids[i], args.max_new_tokens, eos_token_id=eos)
         _, path, tree, k = next(m for m in methods if m[0] == name)
-        return speculative_decode(
-            tgt, drafts[path], tables, ids[i], args.max_new_tokens, SamplingParams(), 0, eos, k, tree_nodes=tree
-        )
+        proposer = make_proposer(drafts[path], tables, k, tree_nodes=tree)
+        return speculative_decode(tgt, proposer, ids[i], args.max_new_tokens, SamplingParams(), 0, eos)
 
     names = ["plain"] + [m[0] for m in methods]
     print(

@@ -329,10 +329,10 @@ def playground_setup(args):
     dev = resolve_device(args.device or "auto")
     target = draft = None
     if args.target:
-        from mdlm_kit.speculative import load_draft
+        from mdlm_kit.speculate import load_draft
         from mdlm_kit.targets import TargetModel
         from mdlm_kit.targets import digests_match
-        from mdlm_kit.speculative import tokens_per_cycle
+        from mdlm_kit.speculate import tokens_per_cycle
         from mdlm_kit.device import cast_weights
 
         draft = load_draft(args.draft, device=dev)

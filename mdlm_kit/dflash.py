@@ -17,13 +17,14 @@ from .checkpoint import CheckpointError, load_model_dir, save_model_dir
 from .layers import GatedMLP, RMSNorm, apply_rope
 from .device import KitError, cast_weights
 from .targets import flatten_draft_config, rotary_embedding, target_shape
+from .speculative import Proposal, Proposer
 
 # %% auto #0
 __all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ARCHITECTURE', 'LEGACY_MODEL_TYPE', 'ATTENTION_BACKENDS', 'DFlashError',
            'build_target_layer_ids', 'sample_anchors', 'dflash_blocks', 'dflash_mask_mod', 'dflash_attention_mask',
            'dflash_position_weights', 'DFlashConfig', 'BlockStructure', 'DFlashAttention', 'DFlashLayer',
            'DFlashDraftModel', 'reference_config', 'is_dflash_config', 'block_metrics', 'dflash_forward', 'draft_block',
-           'DFlashContextCache']
+           'DFlashContextCache', 'DFlashProposer']
 
 # %% ../nbs/12_dflash.ipynb #c680a109
 class DFlashError(KitError, ValueError):
@@ -585,3 +586,23 @@ class DFlashContextCache:
             )
         self.length += ctx.shape[1]
         return self
+
+# %% ../nbs/12_dflash.ipynb #d238da3c
+class DFlashProposer(Proposer):
+    """DFlash at decoding time: one drafter pass over the block [b, MASK…] per cycle, its first `num_draft_tokens` slots
+    (default all block_size-1) proposed as greedy drafts; committed positions live in a `DFlashContextCache`."""
+
+    def __init__(self, draft: DFlashDraftModel, tables, num_draft_tokens: int | None = None):
+        self.draft, self.tables = draft.eval(), tables
+        self.k = draft.config.block_size - 1 if num_draft_tokens is None else num_draft_tokens
+        self.layer_ids = tuple(draft.config.target_layer_ids)
+
+    def begin(self, prompt_ids, features, first):
+        self.cache = DFlashContextCache(self.draft).extend(features)
+
+    def propose(self, b, start, budget, sp, g=None):
+        n = min(self.k, budget)
+        return Proposal(draft_block(self.draft, self.tables, None, b, start, cache=self.cache, n_draft=n))
+
+    def commit(self, new, features):
+        self.cache.extend(features.float())  # b and the accepted drafts

@@ -202,7 +202,7 @@ def cmd_hidden_states(args):
 
 def cmd_speculate(args):
     from mdlm_kit.device import cast_weights
-    from mdlm_kit.speculative import load_draft, load_prompts, speculate, tokens_per_cycle
+    from mdlm_kit.speculate import load_draft, load_prompts, speculate, tokens_per_cycle
     from mdlm_kit.targets import SamplingParams
     from mdlm_kit.targets import TargetModel
     from mdlm_kit.device import inference_precision, resolve_device

@@ -16,12 +16,13 @@ from .checkpoint import CheckpointError, load_model_dir, save_model_dir
 from .layers import GatedMLP, RMSNorm, apply_rope
 from .device import KitError, cast_weights
 from .targets import SamplingParams, draw, rotary_embedding, target_probs, target_shape
+from .speculative import Proposal, Proposer
 
 # %% auto #0
 __all__ = ['MODEL_TYPE', 'ARCHITECTURE', 'Eagle3Error', 'default_aux_layer_ids', 'build_vocab_mapping', 'ttt_attention_mask',
            'ttt_step_weights', 'Eagle3Config', 'Eagle3Attention', 'Eagle3Layer', 'Eagle3DraftModel', 'shift_left',
            'eagle3_forward', 'draft_embed', 'chain_step_reference', 'Eagle3ContextCache', 'eagle3_propose',
-           'eagle3_tree_propose']
+           'eagle3_tree_propose', 'Eagle3Proposer', 'Eagle3TreeProposer']
 
 # %% ../nbs/13_eagle3.ipynb #bd7f9a97
 class Eagle3Error(KitError, ValueError):
@@ -449,3 +450,36 @@ def eagle3_tree_propose(
     order = sorted(keep, key=lambda i: (nodes[i].depth, i))
     new_index = {old: j for j, old in enumerate(order)}
     return [(nodes[i].token, new_index.get(nodes[i].parent, -1), nodes[i].depth) for i in order]
+
+# %% ../nbs/13_eagle3.ipynb #91708a5c
+class Eagle3Proposer(Proposer):
+    "EAGLE-3 at decoding time: a chain of `num_draft_tokens` drafts per cycle from the drafter's own KV cache."
+
+    def __init__(self, draft: Eagle3DraftModel, tables, num_draft_tokens: int = 5):
+        self.draft, self.tables, self.k = draft.eval(), tables, num_draft_tokens
+        self.layer_ids = tuple(draft.config.eagle_aux_hidden_state_layer_ids)
+
+    def begin(self, prompt_ids, features, first):
+        nxt = torch.tensor([list(prompt_ids)[1:] + [first]], device=features.device)  # token t+1 beside features of t
+        self.cache = Eagle3ContextCache(self.draft, self.tables).extend(nxt, features)
+
+    def propose(self, b, start, budget, sp, g=None):
+        ids, q = eagle3_propose(self.draft, self.cache, min(self.k, budget), sp, g)
+        return Proposal(ids, q=q)
+
+    def commit(self, new, features):
+        self.cache.extend(torch.tensor([new], device=features.device), features)  # b and accepted drafts
+
+
+class Eagle3TreeProposer(Eagle3Proposer):
+    """EAGLE-3 with a dynamic tree (EAGLE-2): `tree_nodes` nodes up to `depth` deep, the `top_k` likeliest children of
+    each frontier node expanded."""
+
+    def __init__(self, draft: Eagle3DraftModel, tables, depth: int = 4, top_k: int = 4, tree_nodes: int = 16):
+        super().__init__(draft, tables, depth)
+        self.top_k, self.tree_nodes = top_k, tree_nodes
+
+    def propose(self, b, start, budget, sp, g=None):
+        tree = eagle3_tree_propose(self.draft, self.cache, self.k, self.top_k, self.tree_nodes)
+        ids = torch.tensor([t for t, _, _ in tree], device=self.cache.last.device)
+        return Proposal(ids, parents=[p for _, p, _ in tree])

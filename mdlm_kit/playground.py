@@ -17,7 +17,8 @@ import torch
 from matplotlib.figure import Figure
 from .device import KitError
 from .sampling import SAMPLERS, decode, diffusion_steps, load_inference, objective_of
-from .speculative import DecodeResult, default_draft_tokens, plain_decode, speculative_decode, summarize_runs
+from .speculative import DecodeResult, plain_decode, speculative_decode, summarize_runs
+from .speculate import default_draft_tokens, make_proposer
 from .targets import SamplingParams
 
 # %% auto #0
@@ -275,7 +276,8 @@ def speculative_frames(
     )["input_ids"]
     sp, eos = SamplingParams(temperature), tok.eos_token_id
     # the same decoder `mdlm-kit speculate` and the benchmarks run (a tree's depth is the draft tokens)
-    run = partial(speculative_decode, target, draft, tables, ids, max_new, sp, seed, eos, k, tree_nodes)
+    proposer = make_proposer(draft, tables, k, tree_nodes)  # the decoder speculate and the benchmarks choose
+    run = partial(speculative_decode, target, proposer, ids, max_new, sp, seed, eos)
     q, stop, worker = _decode_in_thread(run)
     try:
         while True:

@@ -24,7 +24,8 @@ def _check(audit):
 def test_speculative_decoders_name_their_devices(target):
     from mdlm_kit.dflash import DFlashConfig, DFlashDraftModel
     from mdlm_kit.eagle3 import Eagle3Config, Eagle3DraftModel
-    from mdlm_kit.speculative import plain_decode, speculative_decode
+    from mdlm_kit.speculate import make_proposer
+    from mdlm_kit.speculative import PromptLookupProposer, plain_decode, speculative_decode
     from mdlm_kit.targets import SamplingParams
 
     tables = target.embeddings_and_head()
@@ -35,7 +36,10 @@ def test_speculative_decoders_name_their_devices(target):
         for sp in (SamplingParams(), SamplingParams(temperature=1.0, top_k=5, top_p=0.9)):
             plain_decode(target, p, 6, sp)
             for d, tree in ((df, 0), (e3, 0), (e3, 4)):
-                r = speculative_decode(target, d, tables, p, 6, sp, num_draft_tokens=3, tree_nodes=tree, tree_top_k=2)
+                r = speculative_decode(target, make_proposer(d, tables, 3, tree_nodes=tree, tree_top_k=2), p, 6, sp)
+                assert len(r.tokens) == 6
+            for branches in (1, 3):
+                r = speculative_decode(target, PromptLookupProposer(3, ngram=1, branches=branches), p + p, 6, sp)
                 assert len(r.tokens) == 6
     _check(audit)
 

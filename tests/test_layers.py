@@ -9,7 +9,17 @@ LAYERS = {
     "core": ["device", "config", "checkpoint", "layers"],
     "text": ["tokenizer", "data"],
     "mdlm": ["model", "diffusion", "sampling", "train"],
-    "drafts": ["targets", "chat_data", "features", "dflash", "eagle3", "draft_train", "speculative", "recipes"],
+    "drafts": [
+        "targets",
+        "chat_data",
+        "features",
+        "dflash",
+        "eagle3",
+        "draft_train",
+        "speculative",
+        "speculate",
+        "recipes",
+    ],
     "ui": ["widgets", "playground"],
     "cli": ["cli", "draft_cli"],
 }

@@ -4,19 +4,28 @@
 
 import pytest
 import torch
-from mdlm_kit.dflash import DFlashConfig, DFlashDraftModel, dflash_forward
-from mdlm_kit.eagle3 import Eagle3Config, Eagle3DraftModel, eagle3_forward
-from mdlm_kit.speculative import (
-    SamplingParams,
-    dflash_decode,
-    eagle3_decode,
-    eagle3_tree_decode,
-    plain_decode,
-    summarize_runs,
-)
-from mdlm_kit.targets import tiny_target
+from mdlm_kit.dflash import DFlashConfig, DFlashDraftModel, DFlashProposer, dflash_forward
+from mdlm_kit.eagle3 import Eagle3Config, Eagle3DraftModel, Eagle3Proposer, Eagle3TreeProposer, eagle3_forward
+from mdlm_kit.speculative import PromptLookupProposer, plain_decode, speculative_decode, summarize_runs
+from mdlm_kit.targets import SamplingParams, tiny_target
 
 BS = 6
+
+
+# the three decoders, each the one loop with its drafter's proposer
+def dflash_decode(tgt, d, tables, prompt, n, sp=SamplingParams(), seed=0, eos_token_id=None, num_draft_tokens=None):
+    return speculative_decode(tgt, DFlashProposer(d, tables, num_draft_tokens), prompt, n, sp, seed, eos_token_id)
+
+
+def eagle3_decode(tgt, d, tables, prompt, n, num_draft_tokens=5, sp=SamplingParams(), seed=0, eos_token_id=None):
+    return speculative_decode(tgt, Eagle3Proposer(d, tables, num_draft_tokens), prompt, n, sp, seed, eos_token_id)
+
+
+def eagle3_tree_decode(
+    tgt, d, tables, prompt, n, depth=4, top_k=4, tree_nodes=16, sp=SamplingParams(), seed=0, eos_token_id=None
+):
+    proposer = Eagle3TreeProposer(d, tables, depth, top_k, tree_nodes)
+    return speculative_decode(tgt, proposer, prompt, n, sp, seed, eos_token_id)
 
 
 @pytest.fixture(scope="module")
@@ -83,6 +92,20 @@ def test_untrained_drafters_are_lossless_with_tau_near_one(setup):
         assert m["tau_pooled"] < 1.3
 
 
+def test_prompt_lookup_chain_and_tree_are_lossless_and_accept_repeats(setup):
+    """The weightless drafter: on the target's own greedy answer repeated in the prompt it drafts the answer, as a chain
+    and as a tree of earlier matches, and the output stays the plain greedy output."""
+    tgt, _, prompt, answer = setup
+    p = prompt + answer[:20] + prompt  # the answer's start will recur
+    ref = plain_decode(tgt, p, 30).tokens
+    for proposer in (PromptLookupProposer(k=4), PromptLookupProposer(k=4, ngram=3, branches=3)):
+        r = speculative_decode(tgt, proposer, p, 30)
+        assert r.tokens == ref
+        assert len(r.cycles) < 30 and max(r.cycles) == 5, r.cycles  # some cycles accepted all 4 drafts
+    r = speculative_decode(tgt, PromptLookupProposer(k=4, ngram=2, branches=3), prompt[:3], 12)  # no match at first
+    assert r.tokens == plain_decode(tgt, prompt[:3], 12).tokens
+
+
 def test_overfit_drafters_accept_at_decoding_time(setup, drafters):
     "Train/decode consistency: a drafter memorising one answer must be accepted when decoding that prompt."
     tgt, tables, prompt, answer = setup
@@ -144,6 +167,7 @@ def test_sampling_matches_plain_sampling_in_distribution(setup, drafters):
         lambda s: dflash_decode(tgt, df, tables, prompt, 3, sp, seed=s),
         lambda s: eagle3_decode(tgt, e3, tables, prompt, 3, 2, sp, seed=s),
         lambda s: eagle3_tree_decode(tgt, e3, tables, prompt, 3, 2, 2, 4, sp, seed=s),
+        lambda s: speculative_decode(tgt, PromptLookupProposer(2, ngram=1, branches=2), prompt, 3, sp, seed=s),
     ):
         got = dist(fn)
         for i in range(2):
@@ -193,7 +217,7 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys):
 def test_lossless_on_smollm2():
     """The real target: speculative greedy output equals plain greedy output for both drafter kinds (untrained is
     enough)."""
-    from mdlm_kit.speculative import load_prompts, speculate
+    from mdlm_kit.speculate import load_prompts, speculate
     from mdlm_kit.targets import TargetModel
 
     tgt = TargetModel.from_pretrained("smollm2")
