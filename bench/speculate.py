@@ -19,7 +19,7 @@ import torch
 from mdlm_kit.chat_data import heldout_prompts
 from mdlm_kit.device import inference_precision, resolve_device
 from mdlm_kit.speculate import chat_ids, load_draft, load_prompts, make_proposer
-from mdlm_kit.speculative import plain_decode, speculative_decode, summarize_runs
+from mdlm_kit.speculative import PromptLookupProposer, plain_decode, speculative_decode, summarize_runs
 from mdlm_kit.targets import SamplingParams, TargetModel
 
 
@@ -50,6 +50,8 @@ def _methods(args):
         out.append((name, path, 0, k))
         if name == "eagle3" and args.tree_nodes:
             out.append(("eagle3-tree", path, args.tree_nodes, args.tree_depth))
+    if args.prompt_lookup:  # the drafter with no weights: a baseline every trained drafter should beat
+        out.append(("prompt-lookup", "", 0, args.prompt_lookup))
     return out
 
 
@@ -66,13 +68,13 @@ def measure(args, dev, precision):
     )
     ids = [chat_ids(tok, m) for m in prompts]
     methods = _methods(args)
-    drafts = {path: load_draft(path, dev, prec.dtype) for _, path, _, _ in methods}
+    drafts = {path: load_draft(path, dev, prec.dtype) for _, path, _, _ in methods if path}
 
     def run(name, i):
         if name == "plain":
             return plain_decode(tgt, ids[i], args.max_new_tokens, eos_token_id=eos)
         _, path, tree, k = next(m for m in methods if m[0] == name)
-        proposer = make_proposer(drafts[path], tables, k, tree_nodes=tree)
+        proposer = make_proposer(drafts[path], tables, k, tree_nodes=tree) if path else PromptLookupProposer(k)
         return speculative_decode(tgt, proposer, ids[i], args.max_new_tokens, SamplingParams(), 0, eos)
 
     names = ["plain"] + [m[0] for m in methods]
@@ -169,6 +171,12 @@ def main():
         "--tree-nodes", type=int, default=0, help="also run the EAGLE-3 drafter with a dynamic tree of this many nodes"
     )
     ap.add_argument("--tree-depth", type=int, default=None, help="tree depth (default: the chain length)")
+    ap.add_argument(
+        "--prompt-lookup",
+        type=int,
+        default=0,
+        help="also run the weightless prompt-lookup drafter with this many drafts",
+    )
     ap.add_argument("--output", default="bench/results/speculate.json")
     args = ap.parse_args()
     dev = resolve_device("auto")

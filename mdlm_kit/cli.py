@@ -137,8 +137,8 @@ def cmd_sample(args):
         print(text)
 
 
-def cmd_eval(args):
-    model, tok = load_inference(args.checkpoint, args.device)
+def _eval_text(model, tok, kind: str, args) -> dict:
+    "A text file: exact NLL for an AR model, the ELBO bound (`--levels` x `--repeats` mask draws) for an MDLM."
     p = Path(args.text)
     if not p.is_file():
         raise DataError(f"--text {args.text!r} does not exist; pass a UTF-8 text file.")
@@ -146,17 +146,33 @@ def cmd_eval(args):
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise DataError(f"{args.text!r} is not UTF-8 text ({e}).") from None
-    kind = objective_of(model)
     res = text_ar_nll(model, tok, text) if kind == "ar" else text_elbo(model, tok, text, args.levels, args.repeats)
-    print(
-        json.dumps(
-            {
-                "text": str(p),
-                "objective": kind,
-                **{k: round(v, 6) if isinstance(v, float) else v for k, v in res.items()},
-            }
+    return {"text": str(p), **res}
+
+
+def _eval_split(model, tok, kind: str, args) -> dict:
+    "A packed split, scored as `quickstart --baseline` scores it, beside its unigram entropy."
+    data = PackedData(args.data)
+    if data.meta["tokenizer_sha256"] != tokenizer_sha256(tok):
+        raise DataError(
+            f"{str(args.data)!r} was packed with another tokenizer than the checkpoint's; pass the data directory of "
+            "the run that made it (its data.data_dir, or RUN/data)."
         )
-    )
+    res = score_split(model, data, kind, split=args.split, n_levels=args.levels)
+    return {
+        "data": str(args.data),
+        "split": args.split,
+        **res,
+        "unigram_nats_per_token": data.unigram_entropy(args.split),
+    }
+
+
+def cmd_eval(args):
+    model, tok = load_inference(args.checkpoint, args.device)
+    kind = objective_of(model)
+    res = _eval_split(model, tok, kind, args) if args.data else _eval_text(model, tok, kind, args)
+    res = {"objective": kind, **{k: round(v, 6) if isinstance(v, float) else v for k, v in res.items()}}
+    print(json.dumps(res))
 
 
 def _finished(out: Path, args) -> bool:
@@ -436,13 +452,17 @@ def _add_eval(sub):
     "The `mdlm-kit eval` command and its flags."
     p = sub.add_parser(
         "eval",
-        help="ELBO bound of a text file (nats/token, bits/char)",
-        description="Print one JSON line with the ELBO bound of --text under the model.",
+        help="nats/token and bits/char of a text file or a packed split",
+        description="Print one JSON line with the model's nats/token and bits/char on --text or on a packed split "
+        "(--data): the ELBO bound for an MDLM, the exact NLL for an AR model.",
     )
     p.add_argument("--checkpoint", required=True, help="an inference directory (RUN/inference)")
-    p.add_argument("--text", required=True, help="UTF-8 text file to score")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--text", help="UTF-8 text file to score")
+    what.add_argument("--data", help="packed data directory (RUN/data or data.data_dir): score its --split")
+    p.add_argument("--split", default="val", choices=("val", "train"), help="with --data: which split (default val)")
     p.add_argument("--levels", type=int, default=16, help="noise levels of the quadrature")
-    p.add_argument("--repeats", type=int, default=1, help="independent mask draws per level")
+    p.add_argument("--repeats", type=int, default=1, help="with --text: independent mask draws per level")
     p.add_argument("--device", help="auto, cpu, cuda or mps")
     p.set_defaults(fn=cmd_eval)
 

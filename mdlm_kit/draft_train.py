@@ -470,18 +470,10 @@ class DraftTrainer:
 
     def _make_optimizer(self):
         "The configured optimizer over the drafter's parameters, with the reference trainers' betas and eps."
-        from types import SimpleNamespace
-
         c = self.cfg
-        opt = SimpleNamespace(
-            learning_rate=c.learning_rate,
-            beta1=0.9,
-            beta2=0.999,
-            adam_eps=1e-8,
-            weight_decay=c.weight_decay,
-            optimizer=c.optimizer_type,
+        return make_optimizer(
+            self.model, c.learning_rate, c.weight_decay, (0.9, 0.999), 1e-8, c.optimizer_type, self.device
         )
-        return make_optimizer(self.model, opt, self.device)
 
     def _restore(self, state: dict, existing, digest: str):
         "Continue from a checkpoint: the same target and data, then the weights, optimizer, scaler and RNG."

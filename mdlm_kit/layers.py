@@ -1,4 +1,4 @@
-"""RMSNorm, rotary positions, the SwiGLU MLP and the optimizer: what the diffusion model and both drafters are built from.
+"""RMSNorm, rotary positions, the gated (SwiGLU) MLP and the optimizer: what the diffusion model and both drafters are built from.
 
 Docs: https://mdlm-kit.github.io/mdlm_kit/layers.html.md"""
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from .config import ConfigError, ModelConfig
+from .config import ConfigError
 
 # %% auto #0
-__all__ = ['RMSNorm', 'rope_tables', 'apply_rope', 'SwiGLU', 'GatedMLP', 'make_optimizer']
+__all__ = ['RMSNorm', 'rope_tables', 'apply_rope', 'GatedMLP', 'make_optimizer']
 
 # %% ../nbs/02a_layers.ipynb #6e78ba4e
 class RMSNorm(nn.Module):
@@ -42,21 +42,8 @@ def apply_rope(x, cos, sin):
     return (x * cos + torch.cat([-x2, x1], dim=-1) * sin).type_as(x)
 
 # %% ../nbs/02a_layers.ipynb #fd4dcf88
-class SwiGLU(nn.Module):
-    "The gated MLP of PaLM/Llama: W2`(silu(W1 x) * W3 x)`."
-
-    def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        self.w1 = nn.Linear(cfg.d_model, cfg.ffn_dim, bias=False)
-        self.w3 = nn.Linear(cfg.d_model, cfg.ffn_dim, bias=False)
-        self.w2 = nn.Linear(cfg.ffn_dim, cfg.d_model, bias=False)
-
-    def forward(self, x):
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
-
-# %% ../nbs/02a_layers.ipynb #0fcbcd7f
 class GatedMLP(nn.Module):
-    "SwiGLU with transformers' names: down_proj`(silu(gate_proj x) * up_proj x)`."
+    "The gated MLP of PaLM/Llama with transformers' names: down_proj`(silu(gate_proj x) * up_proj x)`."
 
     def __init__(self, dim: int, hidden: int):
         super().__init__()
@@ -67,14 +54,29 @@ class GatedMLP(nn.Module):
     def forward(self, x):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # MDLM checkpoints saved before 2026-12-03 named these w1, w3 and w2
+        for old, new in (("w1", "gate_proj"), ("w3", "up_proj"), ("w2", "down_proj")):
+            if prefix + old + ".weight" in state_dict:
+                state_dict[prefix + new + ".weight"] = state_dict.pop(prefix + old + ".weight")
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
 # %% ../nbs/02a_layers.ipynb #e7977205
-def make_optimizer(model: torch.nn.Module, tc, device: torch.device):
-    "AdamW (or bitsandbytes 8-bit AdamW) with decay/no-decay groups."
+def make_optimizer(
+    model: torch.nn.Module,
+    lr: float,
+    weight_decay: float,
+    betas: tuple = (0.9, 0.999),
+    eps: float = 1e-8,
+    kind: str = "adamw",
+    device: torch.device | None = None,
+):
+    "AdamW (`kind` 'adamw', fused on CUDA, or bitsandbytes' 'adamw_8bit') with decay/no-decay groups."
     decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": tc.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    kw = dict(lr=tc.learning_rate, betas=(tc.beta1, tc.beta2), eps=tc.adam_eps)
-    if tc.optimizer == "adamw_8bit":
+    groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    kw = dict(lr=lr, betas=betas, eps=eps)
+    if kind == "adamw_8bit":
         try:
             import bitsandbytes as bnb
         except ImportError:
@@ -86,4 +88,4 @@ def make_optimizer(model: torch.nn.Module, tc, device: torch.device):
         for emb in (m for m in model.modules() if isinstance(m, torch.nn.Embedding)):
             mng.register_module_override(emb, "weight", {"optim_bits": 32})
         return bnb.optim.AdamW8bit(groups, **kw)
-    return torch.optim.AdamW(groups, fused=device.type == "cuda", **kw)
+    return torch.optim.AdamW(groups, fused=device is not None and torch.device(device).type == "cuda", **kw)

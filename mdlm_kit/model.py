@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from .checkpoint import load_model_dir, save_model_dir, CheckpointError
 from .config import ConfigError, ModelConfig, to_dict, _fill
-from .layers import RMSNorm, SwiGLU, apply_rope, rope_tables
+from .layers import GatedMLP, RMSNorm, apply_rope, rope_tables
 
 # %% auto #0
 __all__ = ['MODEL_TYPE', 'Attention', 'LocalMix', 'Block', 'DiffusionTransformer']
@@ -74,7 +74,7 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.norm1, self.attn = RMSNorm(cfg.d_model, cfg.norm_eps), Attention(cfg)
-        self.norm2, self.mlp = RMSNorm(cfg.d_model, cfg.norm_eps), SwiGLU(cfg)
+        self.norm2, self.mlp = RMSNorm(cfg.d_model, cfg.norm_eps), GatedMLP(cfg.d_model, cfg.ffn_dim)
         r = cfg.local_mixing
         self.mix1 = LocalMix(cfg.d_model, r) if r else None
         self.mix2 = LocalMix(cfg.d_model, r) if r else None
@@ -116,7 +116,7 @@ class DiffusionTransformer(nn.Module):
         self.register_buffer("rope_sin", sin, persistent=False)
         self.apply(self._init)
         for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
-            if name.endswith("attn.proj.weight") or name.endswith("mlp.w2.weight"):
+            if name.endswith("attn.proj.weight") or name.endswith("mlp.down_proj.weight"):
                 nn.init.normal_(p, std=cfg.init_std / math.sqrt(2 * cfg.n_layer))
 
     def _init(self, m):

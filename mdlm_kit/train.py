@@ -185,7 +185,10 @@ class Trainer:
         # compiled for training steps only; the weights, the state dict and evaluation stay those of the plain module.
         # dynamic: the number of masked positions, hence the logits' shape, changes every step
         self.step_model = torch.compile(self.model, dynamic=True) if tc.compile else self.model
-        self.optimizer = make_optimizer(self.model, tc, self.device)
+        betas = (tc.beta1, tc.beta2)
+        self.optimizer = make_optimizer(
+            self.model, tc.learning_rate, tc.weight_decay, betas, tc.adam_eps, tc.optimizer, self.device
+        )
         self.scaler = make_grad_scaler(self.precision)
         self.sampler = DeterministicBatchSampler(self.data.meta["n_train_blocks"], tc.batch_size, tc.seed)
         self.step, self.schedule_note = 0, None

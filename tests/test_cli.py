@@ -123,6 +123,31 @@ def test_sample_and_eval(trained, corpus_file, capsys):
     assert 0 <= res["quadrature_error"] < 0.5
 
 
+def test_eval_scores_a_packed_split_as_the_quickstart_does(trained, tmp_path, capsys):
+    "`eval --data` prints what `score_split` gives on the run's validation split, and refuses another tokenizer's data."
+    import shutil
+    from mdlm_kit.data import PackedData
+    from mdlm_kit.sampling import load_inference
+    from mdlm_kit.train import score_split
+
+    inf, data = trained / "inference", trained / "data"
+    rc, out, err = run(["eval", "--checkpoint", inf, "--data", data, "--levels", "4"], capsys)
+    assert rc == 0, err
+    res = json.loads(out)
+    want = score_split(load_inference(inf, "cpu")[0], PackedData(data), "mdlm", n_levels=4)
+    assert res["nats_per_token"] == pytest.approx(want["nats_per_token"], abs=1e-6)
+    assert (res["split"], res["n_tokens"], res["n_chars"]) == ("val", want["n_tokens"], want["n_chars"])
+    assert res["unigram_nats_per_token"] == pytest.approx(PackedData(data).unigram_entropy("val"), abs=1e-6)
+    other = tmp_path / "other"
+    shutil.copytree(data, other)
+    meta = json.loads((other / "meta.json").read_text())
+    (other / "meta.json").write_text(json.dumps({**meta, "tokenizer_sha256": "0" * 64}))
+    expect_error(capsys, ["eval", "--checkpoint", inf, "--data", other], "packed with another tokenizer")
+    with pytest.raises(SystemExit) as e:
+        run(["eval", "--checkpoint", inf], capsys)
+    assert e.value.code == 2 and "one of the arguments --text --data is required" in capsys.readouterr().err
+
+
 def test_console_script_help():
     exe = Path(sys.executable).parent / "mdlm-kit"
     for cmd in ["quickstart", "prepare", "train", "sample", "eval"]:
