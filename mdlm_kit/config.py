@@ -14,7 +14,8 @@ from .device import DEVICE_CHOICES, PRECISION_CHOICES, KitError
 
 # %% auto #0
 __all__ = ['OBJECTIVES', 'ModelConfig', 'DataConfig', 'TrainingConfig', 'ExperimentConfig', 'ConfigError', 'validate',
-           'from_dict', 'load_config', 'parse_override', 'apply_overrides', 'to_dict', 'to_toml']
+           'from_dict', 'load_config', 'parse_override', 'apply_overrides', 'to_dict', 'to_toml', 'flatten_dict',
+           'config_mismatches']
 
 # %% ../nbs/01_config.ipynb #6854e87f
 @dataclass
@@ -285,3 +286,24 @@ def to_toml(cfg: ExperimentConfig) -> str:
         if isinstance(vals, dict):
             lines += ["", f"[{sec}]"] + [f"{k} = {_toml_value(v)}" for k, v in vals.items()]
     return "\n".join(lines) + "\n"
+
+# %% ../nbs/01_config.ipynb #3674f117
+def flatten_dict(d: dict, prefix: str = "") -> dict:
+    "Nested dicts as one level: `{'training': {'seed': 1}}` -> `{'training.seed': 1}`."
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flatten_dict(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def config_mismatches(saved: dict, current: dict, may_change=(), defaults: dict | None = None) -> list[str]:
+    "Each key whose value differs between a checkpoint's config and this run's, except those in `may_change`."
+    a, b = {**(defaults or {}), **flatten_dict(saved)}, flatten_dict(current)
+    return [
+        f"{k}: checkpoint {a.get(k)!r} != now {b.get(k)!r}"
+        for k in sorted(set(a) | set(b))
+        if k not in may_change and a.get(k) != b.get(k)
+    ]

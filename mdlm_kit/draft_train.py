@@ -18,8 +18,8 @@ from mdlm_kit.checkpoint import (
     resume_point,
     trim_events,
 )
-from .layers import make_optimizer
-from .config import ConfigError
+from .layers import lr_schedule, make_optimizer
+from .config import ConfigError, config_mismatches
 from .device import KitError
 from mdlm_kit.device import (
     autocast,
@@ -56,8 +56,8 @@ from .eagle3 import Eagle3Config, Eagle3DraftModel, Eagle3Error, build_vocab_map
 from .checkpoint import atomic_torch_save, safe_torch_load
 
 # %% auto #0
-__all__ = ['RESUME_MAY_CHANGE', 'RECIPES', 'DraftTrainConfig', 'DraftTrainingError', 'lr_at', 'resolve_mask_token_id',
-           'read_draft_config', 'DFlashRecipe', 'Eagle3Recipe', 'DraftTrainer', 'summarize']
+__all__ = ['RESUME_MAY_CHANGE', 'RECIPES', 'DraftTrainConfig', 'DraftTrainingError', 'resolve_mask_token_id', 'read_draft_config',
+           'DFlashRecipe', 'Eagle3Recipe', 'DraftTrainer', 'summarize']
 
 # %% ../nbs/15_draft_train.ipynb #82d0f79c
 @dataclass
@@ -180,14 +180,6 @@ RESUME_MAY_CHANGE = {
     "eval_hidden_states_path",
     "target_model_path",
 }
-
-
-def lr_at(step: int, total: int, base: float, warmup_ratio: float) -> float:
-    "Learning rate of optimizer step `step` (0-based) of `total`: linear warm-up, then cosine to 0."
-    W = max(1, int(warmup_ratio * total))
-    if step < W:
-        return base * (step + 1) / W
-    return base * 0.5 * (1 + math.cos(math.pi * min(1.0, (step - W) / max(1, total - W))))
 
 # %% ../nbs/15_draft_train.ipynb #df9bfd7c
 def resolve_mask_token_id(spec, tokenizer, vocab_size: int) -> int:
@@ -397,11 +389,7 @@ class DraftTrainer:
 
     def _check_resume_config(self, saved: dict):
         "Refuse a resume whose settings differ from the checkpoint's (except those in RESUME_MAY_CHANGE)."
-        bad = [
-            f"{k}: checkpoint {saved.get(k)!r} != now {v!r}"
-            for k, v in asdict(self.cfg).items()
-            if k not in RESUME_MAY_CHANGE and saved.get(k) != v
-        ]
+        bad = config_mismatches(saved, asdict(self.cfg), RESUME_MAY_CHANGE)
         if bad:
             raise CheckpointError(
                 "cannot resume: the settings differ from the checkpoint's in\n  "
@@ -557,7 +545,8 @@ class DraftTrainer:
 
     def train_step(self) -> dict:
         c, A = self.cfg, self.cfg.gradient_accumulation_steps
-        lr = lr_at(self.step, self.schedule_steps, c.learning_rate, c.warmup_ratio)
+        warmup = max(1, int(c.warmup_ratio * self.schedule_steps))
+        lr = lr_schedule(self.step, c.learning_rate, warmup, self.schedule_steps)
         for g in self.optimizer.param_groups:
             g["lr"] = lr
         self.model.train()

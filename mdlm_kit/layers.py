@@ -1,4 +1,4 @@
-"""RMSNorm, rotary positions, the gated (SwiGLU) MLP and the optimizer: what the diffusion model and both drafters are built from.
+"""RMSNorm, rotary positions, the gated (SwiGLU) MLP, the optimizer and its schedule: what the diffusion model and both drafters are built from.
 
 Docs: https://mdlm-kit.github.io/mdlm_kit/layers.html.md"""
 
@@ -6,13 +6,14 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/layers.html.md"""
 
 # %% ../nbs/02a_layers.ipynb #c6cacbbe
 from __future__ import annotations
+import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from .config import ConfigError
 
 # %% auto #0
-__all__ = ['RMSNorm', 'rope_tables', 'apply_rope', 'GatedMLP', 'make_optimizer']
+__all__ = ['RMSNorm', 'rope_tables', 'apply_rope', 'GatedMLP', 'make_optimizer', 'lr_schedule']
 
 # %% ../nbs/02a_layers.ipynb #6e78ba4e
 class RMSNorm(nn.Module):
@@ -89,3 +90,17 @@ def make_optimizer(
             mng.register_module_override(emb, "weight", {"optim_bits": 32})
         return bnb.optim.AdamW8bit(groups, **kw)
     return torch.optim.AdamW(groups, fused=device is not None and torch.device(device).type == "cuda", **kw)
+
+# %% ../nbs/02a_layers.ipynb #7c93a87d
+def lr_schedule(
+    step: int, base: float, warmup: int, total: int, min_lr: float | None = 0.0, decay_steps: int = 0
+) -> float:
+    "Learning rate of optimizer step `step` (0-based): warmup, cosine to `min_lr` (None or < 0: constant), final decay."
+    if step < warmup:
+        return base * (step + 1) / warmup
+    lo = base if min_lr is None or min_lr < 0 else min_lr
+    s = min(step, total - decay_steps)  # the schedule holds where the final decay starts
+    frac = min(1.0, (s - warmup) / max(1, total - warmup))
+    lr = lo + 0.5 * (base - lo) * (1 + math.cos(math.pi * frac))
+    left = total - step
+    return lr * left / decay_steps if 0 < left <= decay_steps else lr

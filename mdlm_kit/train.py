@@ -17,7 +17,7 @@ from mdlm_kit.checkpoint import (
     resume_point,
     trim_events,
 )
-from .config import ExperimentConfig, ConfigError, to_dict, to_toml, validate
+from .config import ExperimentConfig, ConfigError, config_mismatches, to_dict, to_toml, validate
 from .data import DataError, DeterministicBatchSampler, PackedData, prepare_data
 from mdlm_kit.device import (
     autocast,
@@ -36,12 +36,11 @@ from mdlm_kit.device import (
 )
 from .diffusion import ar_loss, ar_nll, diffusion_loss, elbo_bound, sample_times
 from .model import DiffusionTransformer
-from .layers import make_optimizer
+from .layers import lr_schedule, make_optimizer
 from .device import KitError
 
 # %% auto #0
-__all__ = ['RESUME_MAY_CHANGE', 'LEGACY_DEFAULTS', 'score_split', 'describe_validation', 'TrainingError', 'lr_at',
-           'resume_mismatches', 'Trainer']
+__all__ = ['RESUME_MAY_CHANGE', 'LEGACY_DEFAULTS', 'score_split', 'describe_validation', 'TrainingError', 'Trainer']
 
 # %% ../nbs/08_train.ipynb #9cf30c07
 def score_split(
@@ -88,19 +87,6 @@ def describe_validation(val: dict) -> str:
 class TrainingError(KitError, RuntimeError):
     "Training stopped; the message says why and what was kept."
 
-
-def lr_at(step: int, tc) -> float:
-    """Learning rate for optimizer step `step` (0-based): linear warmup, then cosine decay to `min_lr` (-1: no decay);
-    the last `decay_steps` fall linearly to 0."""
-    if step < tc.warmup_steps:
-        return tc.learning_rate * (step + 1) / tc.warmup_steps
-    lo = tc.learning_rate if tc.min_lr < 0 else tc.min_lr
-    left = tc.max_steps - step
-    s = min(step, tc.max_steps - tc.decay_steps)  # the schedule holds where the final decay starts
-    frac = min(1.0, (s - tc.warmup_steps) / max(1, tc.max_steps - tc.warmup_steps))
-    lr = lo + 0.5 * (tc.learning_rate - lo) * (1 + math.cos(math.pi * frac))
-    return lr * left / tc.decay_steps if 0 < left <= tc.decay_steps else lr
-
 # %% ../nbs/08_train.ipynb #e5d64cb3
 RESUME_MAY_CHANGE = {
     "training.max_steps",
@@ -120,16 +106,6 @@ RESUME_MAY_CHANGE = {
 }
 
 
-def _flatten(d: dict, prefix="") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
 # keys added to the config later, with the value that runs saved before them had in effect
 LEGACY_DEFAULTS = {
     "model.head_bias": False,
@@ -139,16 +115,6 @@ LEGACY_DEFAULTS = {
     "training.masking": "bernoulli",
     "training.decay_steps": 0,
 }
-
-
-def resume_mismatches(saved: dict, current: dict) -> list[str]:
-    "Keys whose values differ between the checkpoint's config and this run's, ignoring those a resume may change."
-    a, b = {**LEGACY_DEFAULTS, **_flatten(saved)}, _flatten(current)
-    return [
-        f"{k}: checkpoint {a.get(k)!r} != now {b.get(k)!r}"
-        for k in sorted(set(a) | set(b))
-        if k not in RESUME_MAY_CHANGE and a.get(k) != b.get(k)
-    ]
 
 # %% ../nbs/08_train.ipynb #329e2c0e
 class Trainer:
@@ -221,7 +187,7 @@ class Trainer:
         if cfg.model.mask_token_id == -1:
             cfg.model.mask_token_id = tok.mask_token_id
         if state is not None:
-            bad = resume_mismatches(state["config"], to_dict(cfg))
+            bad = config_mismatches(state["config"], to_dict(cfg), RESUME_MAY_CHANGE, LEGACY_DEFAULTS)
             if bad:
                 raise ConfigError(
                     "cannot resume: the config differs from the checkpoint's in\n  "
@@ -332,7 +298,7 @@ class Trainer:
         B, A, T = tc.batch_size, tc.gradient_accumulation_steps, self.data.block_size
         g = torch.Generator().manual_seed(tc.seed * 1_000_003 + self.step)
         t = sample_times(B * A, tc.sampling_eps, tc.antithetic_sampling, generator=g)
-        lr = lr_at(self.step, tc)
+        lr = lr_schedule(self.step, tc.learning_rate, tc.warmup_steps, tc.max_steps, tc.min_lr, tc.decay_steps)
         for grp in self.optimizer.param_groups:
             grp["lr"] = lr
         loss, n_masked, n_correct = 0.0, 0, 0
