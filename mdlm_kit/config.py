@@ -62,12 +62,12 @@ class DataConfig:
 class TrainingConfig:
     "The optimisation run. An optimizer step consumes `batch_size * gradient_accumulation_steps` blocks."
 
-    max_steps: int = 1200
-    batch_size: int = 16
+    max_steps: int = 2400
+    batch_size: int = 8
     gradient_accumulation_steps: int = 1
     learning_rate: float = 3e-3
     min_lr: float = -1.0  # where the cosine ends; -1: at learning_rate, i.e. constant after warm-up (lesson 08)
-    warmup_steps: int = 60
+    warmup_steps: int = 120
     decay_steps: int = 0  # the last N steps fall linearly to 0 (warmup-stable-decay); 0: no final decay
     weight_decay: float = 0.1
     beta1: float = 0.9
@@ -80,10 +80,10 @@ class TrainingConfig:
     masking: str = "exact"  # exact: ceil(t L) tokens per sequence | bernoulli: each token with probability t
     seed: int = 1337
     log_interval: int = 10
-    eval_interval: int = 200
-    eval_batches: int = 4
+    eval_interval: int = 400
+    eval_batches: int = 8
     eval_noise_levels: int = 4
-    save_interval: int = 200
+    save_interval: int = 400
     keep_last: int = 2
     skip_nonfinite: bool = False  # skip a step whose loss is NaN/inf instead of stopping
     objective: str = "mdlm"  # mdlm (masked diffusion) | ar (the same model run causally: the baseline)
