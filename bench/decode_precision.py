@@ -13,8 +13,8 @@ different model: its greedy tokens are compared with the fp32 target's."""
 import argparse, json, statistics, time
 from pathlib import Path
 import torch
-from mdlm_kit.speculative import CachedTarget, plain_decode
-from mdlm_kit.targets import TargetModel
+from mdlm_kit.drafts.speculative import CachedTarget, plain_decode
+from mdlm_kit.drafts.targets import TargetModel
 
 PROMPT = [{"role": "user", "content": "Explain in two sentences why the sky is blue, and give one example."}]
 

@@ -12,7 +12,7 @@ import argparse, json, resource, subprocess, sys, time
 
 def one(backend: str, S: int, N: int, bs: int, h: int, d: int, device: str) -> dict:
     import torch
-    from mdlm_kit.dflash import BlockStructure, _attend, dflash_attention_mask, dflash_mask_mod, sample_anchors
+    from mdlm_kit.drafts.dflash import BlockStructure, _attend, dflash_attention_mask, dflash_mask_mod, sample_anchors
 
     torch.manual_seed(0)
     dev = torch.device(device)

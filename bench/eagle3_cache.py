@@ -8,12 +8,12 @@ warm-up, interleaved rounds, medians.
 import argparse, json, statistics, time
 from pathlib import Path
 import torch
-from mdlm_kit.device import inference_precision, resolve_device
-from mdlm_kit.eagle3 import Eagle3Config, Eagle3ContextCache, Eagle3DraftModel
-from mdlm_kit.eagle3 import eagle3_propose
-from mdlm_kit.speculate import load_draft
-from mdlm_kit.targets import SamplingParams
-from mdlm_kit.targets import TargetModel
+from mdlm_kit.core.device import inference_precision, resolve_device
+from mdlm_kit.drafts.eagle3 import Eagle3Config, Eagle3ContextCache, Eagle3DraftModel
+from mdlm_kit.drafts.eagle3 import eagle3_propose
+from mdlm_kit.drafts.speculate import load_draft
+from mdlm_kit.drafts.targets import SamplingParams
+from mdlm_kit.drafts.targets import TargetModel
 
 
 def main():

@@ -14,9 +14,9 @@ import argparse, json, resource, subprocess, sys
 def one(variant: str, vocab: int, batch: int, seq: int) -> dict:
     import time, torch
     import torch.nn.functional as F
-    from mdlm_kit.config import ModelConfig
-    from mdlm_kit.model import DiffusionTransformer
-    from mdlm_kit.diffusion import corrupt, sample_times
+    from mdlm_kit.core.config import ModelConfig
+    from mdlm_kit.mdlm.model import DiffusionTransformer
+    from mdlm_kit.mdlm.diffusion import corrupt, sample_times
 
     torch.manual_seed(0)
     m = DiffusionTransformer(

@@ -21,10 +21,10 @@ result (curves, unigram entropy, time-to-quality) goes to `--out` as JSON; lesso
 import argparse, hashlib, json, math, tempfile, time
 from pathlib import Path
 import torch
-from mdlm_kit.config import apply_overrides, load_config, to_dict
-from mdlm_kit.data import PackedData, prepare_data
-from mdlm_kit.diffusion import ar_nll, elbo_bound
-from mdlm_kit.train import Trainer
+from mdlm_kit.core.config import apply_overrides, load_config, to_dict
+from mdlm_kit.text.data import PackedData, prepare_data
+from mdlm_kit.mdlm.diffusion import ar_nll, elbo_bound
+from mdlm_kit.mdlm.train import Trainer
 
 RUNS = {  # name: overrides of the built-in quickstart config
     "mdlm": [],

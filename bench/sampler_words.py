@@ -11,8 +11,8 @@ result and the quickstart and playground defaults follow it.
 
 import argparse
 import torch
-from mdlm_kit.data import PackedData, known_word_fraction
-from mdlm_kit.sampling import decode, generate, load_inference
+from mdlm_kit.text.data import PackedData, known_word_fraction
+from mdlm_kit.mdlm.sampling import decode, generate, load_inference
 
 SETTINGS = [  # (sampler, steps, temperature, top-k)
     ("ancestral", 256, 1.0, 0),

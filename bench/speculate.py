@@ -16,11 +16,11 @@ How it measures (these machines are noisy: run it with nothing else on the cores
 import argparse, json, statistics, time
 from pathlib import Path
 import torch
-from mdlm_kit.chat_data import heldout_prompts
-from mdlm_kit.device import inference_precision, resolve_device
-from mdlm_kit.speculate import chat_ids, load_draft, load_prompts, make_proposer
-from mdlm_kit.speculative import PromptLookupProposer, plain_decode, speculative_decode, summarize_runs
-from mdlm_kit.targets import SamplingParams, TargetModel
+from mdlm_kit.drafts.chat_data import heldout_prompts
+from mdlm_kit.core.device import inference_precision, resolve_device
+from mdlm_kit.drafts.speculate import chat_ids, load_draft, load_prompts, make_proposer
+from mdlm_kit.drafts.speculative import PromptLookupProposer, plain_decode, speculative_decode, summarize_runs
+from mdlm_kit.drafts.targets import SamplingParams, TargetModel
 
 
 def _hf_generate(tgt, ids, n, eos):

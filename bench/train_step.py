@@ -15,9 +15,9 @@ reports its one-off compile time.
 import argparse, json, statistics, time
 import torch
 import torch.nn.functional as F
-from mdlm_kit.config import ModelConfig
-from mdlm_kit.model import DiffusionTransformer
-from mdlm_kit.diffusion import diffusion_loss, sample_times
+from mdlm_kit.core.config import ModelConfig
+from mdlm_kit.mdlm.model import DiffusionTransformer
+from mdlm_kit.mdlm.diffusion import diffusion_loss, sample_times
 
 SIZES = {  # name: (model config, batch, seq)
     "small": (dict(n_layer=4, n_head=4, d_model=192, max_seq_len=128), 32, 128),  # the quickstart model

@@ -95,7 +95,7 @@ def save_tiny_target_and_chat(directory: Path, arch: str = "llama", n: int = 6):
     """A tiny target saved to DIR/t and a chat file DIR/chat.jsonl of n conversations (Python's reference topics as
     answers)."""
     import pydoc_data.topics
-    from mdlm_kit.targets import tiny_target
+    from mdlm_kit.drafts.targets import tiny_target
 
     tgt = tiny_target(arch, num_layers=5)
     tgt.model.save_pretrained(directory / "t")

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import TINY, tree_digest
-from mdlm_kit.cli import main
+from mdlm_kit.cli.main import main
 
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory, corpus_file):
     "A workspace holding the outputs a user would not want to lose."
-    from mdlm_kit.targets import tiny_target
-    from mdlm_kit.dflash import DFlashConfig, DFlashDraftModel
+    from mdlm_kit.drafts.targets import tiny_target
+    from mdlm_kit.drafts.dflash import DFlashConfig, DFlashDraftModel
     from test_dflash import _chat_file
 
     w = tmp_path_factory.mktemp("ws")
@@ -421,7 +421,7 @@ def _pickled(w, b):
 
 
 def _swapped_tok(w, b):
-    from mdlm_kit.tokenizer import train_tokenizer
+    from mdlm_kit.text.tokenizer import train_tokenizer
 
     d = _copy_inf(w, b, "swapped")
     train_tokenizer(["a completely different tiny corpus, " * 50], vocab_size=300).save_pretrained(str(d))
@@ -457,7 +457,7 @@ def test_bad_input(ws, tmp_path, capsys, case, argv, message):
 
 def test_every_command_has_bad_input_cases(ws, tmp_path):
     "Each subcommand that reads files or flags is exercised by at least one case above."
-    from mdlm_kit.cli import make_parser
+    from mdlm_kit.cli.main import make_parser
 
     sub = next(a for a in make_parser()._actions if a.dest == "command")
     covered = {argv(ws, tmp_path / case)[0] for case, argv, _ in CASES}

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import read_events, tree_digest
-from mdlm_kit.cli import main
+from mdlm_kit.cli.main import main
 
 
 def run(args, capsys):
@@ -126,9 +126,9 @@ def test_sample_and_eval(trained, corpus_file, capsys):
 def test_eval_scores_a_packed_split_as_the_quickstart_does(trained, tmp_path, capsys):
     "`eval --data` prints what `score_split` gives on the run's validation split, and refuses another tokenizer's data."
     import shutil
-    from mdlm_kit.data import PackedData
-    from mdlm_kit.sampling import load_inference
-    from mdlm_kit.train import score_split
+    from mdlm_kit.text.data import PackedData
+    from mdlm_kit.mdlm.sampling import load_inference
+    from mdlm_kit.mdlm.train import score_split
 
     inf, data = trained / "inference", trained / "data"
     rc, out, err = run(["eval", "--checkpoint", inf, "--data", data, "--levels", "4"], capsys)
@@ -417,8 +417,8 @@ def test_resume_refuses_changed_learning_rate(tmp_path, tiny_config, capsys):
 
 
 def _poisoned_resume(out, tiny_config, skip):
-    from mdlm_kit.config import load_config, apply_overrides
-    from mdlm_kit.train import Trainer
+    from mdlm_kit.core.config import load_config, apply_overrides
+    from mdlm_kit.mdlm.train import Trainer
 
     cfg = apply_overrides(load_config(tiny_config), [f"training.skip_nonfinite={'true' if skip else 'false'}"])
     tr = Trainer(cfg, out, resume=True, progress=False, log=lambda *a: None)
@@ -428,7 +428,7 @@ def _poisoned_resume(out, tiny_config, skip):
 
 
 def test_nonfinite_loss_stops_and_keeps_checkpoint(tmp_path, tiny_config, capsys):
-    from mdlm_kit.train import TrainingError
+    from mdlm_kit.mdlm.train import TrainingError
 
     out = tmp_path / "r"
     assert (
@@ -556,7 +556,7 @@ def test_resume_with_more_steps_states_the_changed_schedule(trained, tiny_config
 def test_corpus_from_a_saved_datasets_directory(tmp_path, corpus_file, capsys):
     "The `datasets` path (what hf:NAME uses after download) reads a saved dataset, its splits and its text column."
     datasets = pytest.importorskip("datasets", reason="pip install 'mdlm-kit[hf]'")
-    from mdlm_kit.data import read_corpus, DataError
+    from mdlm_kit.text.data import read_corpus, DataError
 
     text = corpus_file.read_text().split("\n\n")
     datasets.DatasetDict(

@@ -26,10 +26,10 @@ def test_the_length_check_sees_a_long_function(tmp_path):
 def _docstrings(package: Path):
     import ast
 
-    for path in sorted(package.glob("*.py")):
+    for path in sorted(package.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and ast.get_docstring(node):
-                yield f"{path.name} {node.name}", ast.get_docstring(node)
+                yield f"{path.relative_to(package)} {node.name}", ast.get_docstring(node)
 
 
 def test_docstrings_render_as_written():

@@ -29,7 +29,7 @@ def module_of(nb: Path) -> str | None:
 def imported_modules(nb: Path) -> set[str]:
     "The kit's modules a notebook's code cells import (exported or not)."
     code = "\n".join(_cells(nb, "code"))
-    return set(re.findall(r"(?:from|import) mdlm_kit\.(\w+)", code))
+    return set(re.findall(r"(?:from|import) mdlm_kit\.([\w.]+)", code))
 
 
 def order_violations(lessons: list[list[str]]) -> list[str]:
@@ -59,7 +59,7 @@ def test_lessons_use_only_what_earlier_lessons_define():
 def test_the_order_check_can_fail():
     lessons = course()
     swapped = [lessons[1], lessons[0]] + lessons[2:]  # the model lesson before the objective it trains with
-    assert any("08_train imports mdlm_kit.diffusion" in v for v in order_violations(swapped))
+    assert any("08_train imports mdlm_kit.mdlm.diffusion" in v for v in order_violations(swapped))
 
 
 def test_the_docs_sidebar_follows_the_course():

@@ -3,10 +3,10 @@ tensor made on the CPU beside a CUDA or MPS model crashes or samples from the wr
 
 import pytest
 import torch
-from mdlm_kit.device import DeviceAudit
-from mdlm_kit.config import ModelConfig
-from mdlm_kit.model import DiffusionTransformer
-from mdlm_kit.targets import tiny_target
+from mdlm_kit.core.device import DeviceAudit
+from mdlm_kit.core.config import ModelConfig
+from mdlm_kit.mdlm.model import DiffusionTransformer
+from mdlm_kit.drafts.targets import tiny_target
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +22,11 @@ def _check(audit):
 
 
 def test_speculative_decoders_name_their_devices(target):
-    from mdlm_kit.dflash import DFlashConfig, DFlashDraftModel
-    from mdlm_kit.eagle3 import Eagle3Config, Eagle3DraftModel
-    from mdlm_kit.speculate import make_proposer
-    from mdlm_kit.speculative import PromptLookupProposer, plain_decode, speculative_decode
-    from mdlm_kit.targets import SamplingParams
+    from mdlm_kit.drafts.dflash import DFlashConfig, DFlashDraftModel
+    from mdlm_kit.drafts.eagle3 import Eagle3Config, Eagle3DraftModel
+    from mdlm_kit.drafts.speculate import make_proposer
+    from mdlm_kit.drafts.speculative import PromptLookupProposer, plain_decode, speculative_decode
+    from mdlm_kit.drafts.targets import SamplingParams
 
     tables = target.embeddings_and_head()
     df = DFlashDraftModel(DFlashConfig.from_target(target.config, mask_token_id=0, block_size=4, num_feature_layers=2))
@@ -45,8 +45,8 @@ def test_speculative_decoders_name_their_devices(target):
 
 
 def test_mdlm_samplers_objective_and_ar_name_their_devices():
-    from mdlm_kit.diffusion import ar_loss, ar_nll, corrupt, diffusion_loss, elbo_bound, sample_times
-    from mdlm_kit.sampling import SAMPLERS, ar_generate, generate
+    from mdlm_kit.mdlm.diffusion import ar_loss, ar_nll, corrupt, diffusion_loss, elbo_bound, sample_times
+    from mdlm_kit.mdlm.sampling import SAMPLERS, ar_generate, generate
 
     torch.manual_seed(0)
     cfg = ModelConfig(
@@ -69,8 +69,8 @@ def test_mdlm_samplers_objective_and_ar_name_their_devices():
 
 
 def test_drafter_training_forwards_name_their_devices(target):
-    from mdlm_kit.dflash import DFlashConfig, DFlashDraftModel, dflash_forward, sample_anchors
-    from mdlm_kit.eagle3 import Eagle3Config, Eagle3DraftModel, eagle3_forward
+    from mdlm_kit.drafts.dflash import DFlashConfig, DFlashDraftModel, dflash_forward, sample_anchors
+    from mdlm_kit.drafts.eagle3 import Eagle3Config, Eagle3DraftModel, eagle3_forward
 
     tables = target.embeddings_and_head()
     df = DFlashDraftModel(DFlashConfig.from_target(target.config, mask_token_id=0, block_size=4, num_feature_layers=2))
@@ -89,8 +89,8 @@ def test_drafter_training_forwards_name_their_devices(target):
 
 @pytest.mark.parametrize("objective", ["mdlm", "ar"])
 def test_trainer_steps_evaluation_and_checkpoints_name_their_devices(tmp_path, tiny_config, objective):
-    from mdlm_kit.config import apply_overrides, load_config
-    from mdlm_kit.train import Trainer
+    from mdlm_kit.core.config import apply_overrides, load_config
+    from mdlm_kit.mdlm.train import Trainer
 
     cfg = apply_overrides(
         load_config(tiny_config),
@@ -108,7 +108,7 @@ def test_trainer_steps_evaluation_and_checkpoints_name_their_devices(tmp_path, t
 
 def _draft_trainer(tmp_path, algorithm, **kw):
     from conftest import save_tiny_target_and_chat
-    from mdlm_kit.draft_train import DraftTrainConfig, DraftTrainer
+    from mdlm_kit.drafts.train import DraftTrainConfig, DraftTrainer
 
     tgt = save_tiny_target_and_chat(tmp_path, "llama")
     extra = dict(block_size=4, num_feature_layers=2, num_anchors=4) if algorithm == "dflash" else dict(ttt_length=2)

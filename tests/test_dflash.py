@@ -5,9 +5,9 @@ from dataclasses import replace
 from pathlib import Path
 import pytest
 import torch
-from mdlm_kit.chat_data import ChatDataError, build_chat_dataset, load_conversations, tokenize_conversation
-from mdlm_kit.checkpoint import CheckpointError
-from mdlm_kit.dflash import (
+from mdlm_kit.drafts.chat_data import ChatDataError, build_chat_dataset, load_conversations, tokenize_conversation
+from mdlm_kit.core.checkpoint import CheckpointError
+from mdlm_kit.drafts.dflash import (
     DFlashConfig,
     DFlashError,
     dflash_attention_mask,
@@ -15,9 +15,9 @@ from mdlm_kit.dflash import (
     dflash_position_weights,
     sample_anchors,
 )
-from mdlm_kit.draft_train import DraftTrainConfig, DraftTrainer, resolve_mask_token_id
-from mdlm_kit.features import FeaturesError, HiddenStates, save_hidden_states
-from mdlm_kit.targets import TargetError, tiny_target, tiny_tokenizer
+from mdlm_kit.drafts.train import DraftTrainConfig, DraftTrainer, resolve_mask_token_id
+from mdlm_kit.drafts.features import FeaturesError, HiddenStates, save_hidden_states
+from mdlm_kit.drafts.targets import TargetError, tiny_target, tiny_tokenizer
 
 # SmolLM2-135M-Instruct's chat template (from its GGUF metadata): no {% generation %} tags, a default system prompt
 SMOLLM2_TEMPLATE = (
@@ -289,7 +289,7 @@ def test_saved_drafter_has_the_reference_layout_and_the_first_layout_still_loads
     from safetensors import safe_open
     from safetensors.torch import save_file
     from transformers import Qwen3Config
-    from mdlm_kit.dflash import DFlashDraftModel
+    from mdlm_kit.drafts.dflash import DFlashDraftModel
 
     tgt = tiny_target("qwen3", num_layers=6)
     torch.manual_seed(0)

@@ -57,10 +57,11 @@ def test_internal_links_and_assets_resolve(site):
 def _module_pages():
     "module name -> its notebook's page, from the generated files' 'File to edit' line."
     out = {}
-    for py in sorted((ROOT / "mdlm_kit").glob("*.py")):
-        m = re.search(r"File to edit: \.\./nbs/(\S+)\.ipynb", py.read_text(encoding="utf-8"))
+    pkg = ROOT / "mdlm_kit"
+    for py in sorted(pkg.rglob("*.py")):
+        m = re.search(r"File to edit: (?:\.\./)+nbs/(\S+)\.ipynb", py.read_text(encoding="utf-8"))
         if m:
-            out[py.stem] = m.group(1)
+            out[".".join(py.relative_to(pkg).with_suffix("").parts)] = m.group(1)
     return out
 
 

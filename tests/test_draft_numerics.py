@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 import pytest
 import torch
-from mdlm_kit.checkpoint import safe_torch_load
-from mdlm_kit.draft_train import DraftTrainConfig, DraftTrainer
-from mdlm_kit.targets import tiny_target
+from mdlm_kit.core.checkpoint import safe_torch_load
+from mdlm_kit.drafts.train import DraftTrainConfig, DraftTrainer
+from mdlm_kit.drafts.targets import tiny_target
 from test_dflash import _chat_file
 
 

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors import safe_open
-from mdlm_kit.checkpoint import CheckpointError
-from mdlm_kit.draft_train import DraftTrainConfig, DraftTrainer
-from mdlm_kit.eagle3 import (
+from mdlm_kit.core.checkpoint import CheckpointError
+from mdlm_kit.drafts.train import DraftTrainConfig, DraftTrainer
+from mdlm_kit.drafts.eagle3 import (
     Eagle3Config,
     Eagle3DraftModel,
     Eagle3Error,
@@ -17,8 +17,8 @@ from mdlm_kit.eagle3 import (
     shift_left,
     ttt_attention_mask,
 )
-from mdlm_kit.features import save_hidden_states
-from mdlm_kit.targets import tiny_target
+from mdlm_kit.drafts.features import save_hidden_states
+from mdlm_kit.drafts.targets import tiny_target
 from test_dflash import _chat_file, _events
 
 
@@ -150,7 +150,7 @@ def test_resume_exact_and_serving_layout(tiny, tmp_path):
     m = Eagle3DraftModel.from_pretrained(draft)
     assert m.config.draft_vocab_size == 64
     with pytest.raises(CheckpointError, match="not an EAGLE-3"):
-        from mdlm_kit.dflash import DFlashDraftModel, DFlashConfig
+        from mdlm_kit.drafts.dflash import DFlashDraftModel, DFlashConfig
 
         DFlashDraftModel(DFlashConfig(target_layer_ids=[0], vocab_size=10, mask_token_id=0)).save_pretrained(
             tmp_path / "df"

@@ -3,7 +3,7 @@
 import math
 import pytest
 import torch
-from mdlm_kit.diffusion import corrupt, diffusion_loss, elbo_bound, elbo_terms, eval_times, sample_times
+from mdlm_kit.mdlm.diffusion import corrupt, diffusion_loss, elbo_bound, elbo_terms, eval_times, sample_times
 
 V, MASK = 8, 0
 

@@ -6,7 +6,7 @@ import os, shutil, socket
 from pathlib import Path
 import pytest
 import torch
-from mdlm_kit.playground import (
+from mdlm_kit.ui.playground import (
     Limits,
     Playground,
     PlaygroundError,
@@ -15,10 +15,10 @@ from mdlm_kit.playground import (
     denoise_frames,
     speculative_frames,
 )
-from mdlm_kit.sampling import load_inference, transfer_schedule
-from mdlm_kit.speculative import plain_decode
-from mdlm_kit.cli import main
-from mdlm_kit.checkpoint import CheckpointError
+from mdlm_kit.mdlm.sampling import load_inference, transfer_schedule
+from mdlm_kit.drafts.speculative import plain_decode
+from mdlm_kit.cli.main import main
+from mdlm_kit.core.checkpoint import CheckpointError
 
 from conftest import CHROMIUM, CHROMIUM_MISSING
 
@@ -30,8 +30,8 @@ def ckpt(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def spec():
-    from mdlm_kit.targets import tiny_target
-    from mdlm_kit.dflash import DFlashConfig, DFlashDraftModel
+    from mdlm_kit.drafts.targets import tiny_target
+    from mdlm_kit.drafts.dflash import DFlashConfig, DFlashDraftModel
 
     torch.manual_seed(0)
     tgt = tiny_target("llama", num_layers=6, hidden_size=64)
@@ -162,7 +162,7 @@ def _free_port():
 
 @pytest.fixture(scope="module")
 def served(ckpt, spec):
-    from mdlm_kit.playground import launch
+    from mdlm_kit.ui.playground import launch
 
     tgt, draft = spec
     demo, url = launch(Playground(ckpt, roots=[ckpt.parent], target=tgt, draft=draft), port=_free_port(), block=False)
@@ -265,7 +265,7 @@ def test_page_in_headless_chromium_streams_tokens(served):
 
 
 def test_defaults_follow_the_model_and_bad_settings_are_explained(ckpt, tmp_path):
-    from mdlm_kit.playground import advice, context_length
+    from mdlm_kit.ui.playground import advice, context_length
 
     assert context_length(ckpt, 999) == 128  # the demo model's context, from its config.json
     assert context_length(tmp_path, 77) == 77
@@ -300,7 +300,7 @@ def test_a_cancelled_request_stops_its_decode_thread(spec):
 
 
 def test_numbers_out_of_any_range_and_a_bounded_model_cache(ckpt, tmp_path):
-    from mdlm_kit.playground import check_range
+    from mdlm_kit.ui.playground import check_range
 
     for bad in (float("inf"), float("-inf"), float("nan"), "1e400"):
         with pytest.raises(PlaygroundError, match="steps must be"):

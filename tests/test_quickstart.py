@@ -22,7 +22,7 @@ def sample_bodies(stdout: str) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_quickstart_learns_and_compares_with_ar(tmp_path):
-    from mdlm_kit.data import PackedData, known_word_fraction
+    from mdlm_kit.text.data import PackedData, known_word_fraction
 
     exe = Path(sys.executable).parent / "mdlm-kit"
     out = tmp_path / "qs"

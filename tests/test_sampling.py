@@ -2,9 +2,9 @@
 
 import pytest
 import torch
-from mdlm_kit.config import ModelConfig
-from mdlm_kit.model import DiffusionTransformer
-from mdlm_kit.sampling import SAMPLERS, diffusion_steps, generate, transfer_schedule
+from mdlm_kit.core.config import ModelConfig
+from mdlm_kit.mdlm.model import DiffusionTransformer
+from mdlm_kit.mdlm.sampling import SAMPLERS, diffusion_steps, generate, transfer_schedule
 
 MASK = 3
 

@@ -3,10 +3,10 @@
 import json
 import pytest
 import torch
-from mdlm_kit.cli import main, make_parser
-from mdlm_kit.draft_train import DraftTrainConfig, DraftTrainer
-from mdlm_kit.eagle3 import default_aux_layer_ids
-from mdlm_kit.targets import LLAMA3_TEMPLATE, tiny_target
+from mdlm_kit.cli.main import main, make_parser
+from mdlm_kit.drafts.train import DraftTrainConfig, DraftTrainer
+from mdlm_kit.drafts.eagle3 import default_aux_layer_ids
+from mdlm_kit.drafts.targets import LLAMA3_TEMPLATE, tiny_target
 
 
 @pytest.fixture(scope="module")

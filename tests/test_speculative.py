@@ -4,10 +4,10 @@
 
 import pytest
 import torch
-from mdlm_kit.dflash import DFlashConfig, DFlashDraftModel, DFlashProposer, dflash_forward
-from mdlm_kit.eagle3 import Eagle3Config, Eagle3DraftModel, Eagle3Proposer, Eagle3TreeProposer, eagle3_forward
-from mdlm_kit.speculative import PromptLookupProposer, plain_decode, speculative_decode, summarize_runs
-from mdlm_kit.targets import SamplingParams, tiny_target
+from mdlm_kit.drafts.dflash import DFlashConfig, DFlashDraftModel, DFlashProposer, dflash_forward
+from mdlm_kit.drafts.eagle3 import Eagle3Config, Eagle3DraftModel, Eagle3Proposer, Eagle3TreeProposer, eagle3_forward
+from mdlm_kit.drafts.speculative import PromptLookupProposer, plain_decode, speculative_decode, summarize_runs
+from mdlm_kit.drafts.targets import SamplingParams, tiny_target
 
 BS = 6
 
@@ -176,7 +176,7 @@ def test_sampling_matches_plain_sampling_in_distribution(setup, drafters):
 
 def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys):
     import json
-    from mdlm_kit.cli import main
+    from mdlm_kit.cli.main import main
 
     tgt, _, _, _ = setup
     df, e3 = drafters
@@ -217,8 +217,8 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys):
 def test_lossless_on_smollm2():
     """The real target: speculative greedy output equals plain greedy output for both drafter kinds (untrained is
     enough)."""
-    from mdlm_kit.speculate import load_prompts, speculate
-    from mdlm_kit.targets import TargetModel
+    from mdlm_kit.drafts.speculate import load_prompts, speculate
+    from mdlm_kit.drafts.targets import TargetModel
 
     tgt = TargetModel.from_pretrained("smollm2")
     torch.manual_seed(0)
@@ -236,7 +236,7 @@ def test_lossless_on_smollm2():
 
 def test_dflash_context_cache_drafts_what_the_full_recompute_drafts(setup, drafters):
     "The decode-time context cache (each committed position fused and projected once) changes no draft."
-    from mdlm_kit.dflash import DFlashContextCache, draft_block
+    from mdlm_kit.drafts.dflash import DFlashContextCache, draft_block
 
     tgt, tables, prompt, answer = setup
     df, _ = drafters
@@ -265,8 +265,8 @@ def test_dflash_context_cache_drafts_what_the_full_recompute_drafts(setup, draft
 def test_eagle3_cache_drafts_what_the_full_recompute_drafts(setup, drafters):
     """The drafter's KV cache, grown cycle by cycle, drafts (chain and tree) exactly what a cache built at once over the
     prefix drafts."""
-    from mdlm_kit.eagle3 import Eagle3ContextCache
-    from mdlm_kit.eagle3 import eagle3_propose, eagle3_tree_propose
+    from mdlm_kit.drafts.eagle3 import Eagle3ContextCache
+    from mdlm_kit.drafts.eagle3 import eagle3_propose, eagle3_tree_propose
 
     tgt, tables, prompt, answer = setup
     _, e3 = drafters
@@ -292,7 +292,7 @@ def test_bf16_target_and_drafters_stay_lossless(setup, drafters):
     for every model: on SmolLM2 bf16 rounding of multi-token forwards flips near-ties on some prompts, which is why
     `inference_precision` verifies in fp32 on CPUs without native bf16; see bench/README.md.)"""
     import copy
-    from mdlm_kit.device import cast_weights
+    from mdlm_kit.core.device import cast_weights
 
     tgt, _, prompt, _ = setup
     t16 = cast_weights(copy.deepcopy(tgt), torch.bfloat16)

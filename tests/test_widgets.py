@@ -6,9 +6,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 import torch
-from mdlm_kit.dflash import dflash_attention_mask, dflash_position_weights, sample_anchors
-from mdlm_kit.eagle3 import ttt_attention_mask
-from mdlm_kit import widgets as W
+from mdlm_kit.drafts.dflash import dflash_attention_mask, dflash_position_weights, sample_anchors
+from mdlm_kit.drafts.eagle3 import ttt_attention_mask
+from mdlm_kit.ui import widgets as W
 
 
 def _bars(fig):

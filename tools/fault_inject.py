@@ -58,7 +58,7 @@ keep_last = 3
 def setup(work: Path) -> dict:
     "A corpus, a tiny target saved to disk, and a small chat file."
     import pydoc_data.topics
-    from mdlm_kit.targets import tiny_target
+    from mdlm_kit.drafts.targets import tiny_target
 
     topics = pydoc_data.topics.topics
     corpus = work / "corpus.txt"
@@ -244,7 +244,7 @@ def kill_at(cmd, delay: float) -> bool:
 
 def check_state(job: str, out: Path) -> str:
     "Integrity after a kill; returns a short description of what survived (raises on damage)."
-    from mdlm_kit.checkpoint import safe_torch_load
+    from mdlm_kit.core.checkpoint import safe_torch_load
 
     if job in TRAINERS:
         ck = out / "checkpoints"
@@ -263,7 +263,7 @@ def check_state(job: str, out: Path) -> str:
                 json.loads(l)  # only the very last line may be torn
         model_dir = out / MODEL_DIR[job]
         if model_dir.exists() or model_dir.is_symlink():  # replaced atomically: always whole
-            from mdlm_kit.checkpoint import load_model_dir
+            from mdlm_kit.core.checkpoint import load_model_dir
 
             load_model_dir(model_dir)
         else:  # only the first save can be cut before it
@@ -303,7 +303,7 @@ def compare(job: str, a: Path, b: Path):
     import torch
 
     if job in TRAINERS:
-        from mdlm_kit.checkpoint import safe_torch_load
+        from mdlm_kit.core.checkpoint import safe_torch_load
 
         la = (a / "checkpoints" / "latest").read_text().strip()
         lb = (b / "checkpoints" / "latest").read_text().strip()
@@ -311,7 +311,7 @@ def compare(job: str, a: Path, b: Path):
         wa, wb = safe_torch_load(a / "checkpoints" / la)["model"], safe_torch_load(b / "checkpoints" / lb)["model"]
         diff = [k for k in wa if not torch.equal(wa[k], wb[k])]
         assert not diff, f"final weights differ in {diff[:3]}"
-        from mdlm_kit.checkpoint import load_model_dir
+        from mdlm_kit.core.checkpoint import load_model_dir
 
         ea, eb = load_model_dir(a / MODEL_DIR[job])[0], load_model_dir(b / MODEL_DIR[job])[0]
         assert all(torch.equal(ea[k], eb[k]) for k in ea), f"the exported {MODEL_DIR[job]}/ differs"
@@ -320,7 +320,7 @@ def compare(job: str, a: Path, b: Path):
         rb = {r["id"]: r for r in map(json.loads, (b / "chat.jsonl").read_text().splitlines())}
         assert ra == rb, f"records differ ({len(ra)} vs {len(rb)})"
     else:
-        from mdlm_kit.features import HiddenStates
+        from mdlm_kit.drafts.features import HiddenStates
 
         ha, hb = HiddenStates(a), HiddenStates(b)
         assert len(ha) == len(hb)

@@ -8,7 +8,8 @@ than what travels to them), first run `python tools/gpu_check.py --prepare-shape
 installed: that saves SmolLM2's config and tokenizer (no weights, a few MB). Then on the GPU machine pass
 `--target-shape .gpucheck/smollm2-shape`: the target is a random-weight model of exactly SmolLM2's shape and vocabulary,
 which is all that speed, memory and losslessness depend on (tau and the drafters' losses are then meaningless). The
-package needs no install there: commands run as `python -c "from mdlm_kit.cli import main; ..."` from the repository.
+package needs no install there: commands run as `python -c "from mdlm_kit.cli.main import main; ..."` from the
+repository.
 
 Everything in the kit is tested on the CPU; this script runs the CUDA-specific paths the CPU cannot, through the same
 commands a user runs, and prints one JSON summary (also written to OUT/gpu_check.json):
@@ -41,7 +42,7 @@ ENV = {
 CLI = (
     [EXE]
     if Path(EXE).exists()
-    else [sys.executable, "-c", "import sys; from mdlm_kit.cli import main; sys.exit(main())"]
+    else [sys.executable, "-c", "import sys; from mdlm_kit.cli.main import main; sys.exit(main())"]
 )
 
 
@@ -158,7 +159,7 @@ def check_mdlm_resume(a, work):
 def check_attention_exact(a, work):
     "The three DFlash attention backends on one random problem agree element by element, and a one-off mask does not."
     import torch
-    from mdlm_kit.dflash import BlockStructure, _attend, dflash_attention_mask, dflash_mask_mod, sample_anchors
+    from mdlm_kit.drafts.dflash import BlockStructure, _attend, dflash_attention_mask, dflash_mask_mod, sample_anchors
 
     dev = torch.device(a.device)
     torch.manual_seed(0)
@@ -204,7 +205,7 @@ def check_dflash_attention(a, work):
 
 def prepare_shape(directory: Path):
     "Save SmolLM2's config and tokenizer (no weights) for `--target-shape` on a machine without the GGUF."
-    from mdlm_kit.targets import TargetModel
+    from mdlm_kit.drafts.targets import TargetModel
 
     tgt = TargetModel.from_pretrained("smollm2", load_tokenizer=True)
     directory.mkdir(parents=True, exist_ok=True)
@@ -225,7 +226,7 @@ def make_target(a, work) -> str:
         return str(work / "target")
     if not a.quick:
         return "smollm2"
-    from mdlm_kit.targets import tiny_target
+    from mdlm_kit.drafts.targets import tiny_target
 
     tgt = tiny_target("qwen3", num_layers=5)
     tgt.model.save_pretrained(work / "target")

@@ -10,14 +10,14 @@ from pathlib import Path
 
 def long_functions(package: Path, limit: int) -> list[tuple[int, str]]:
     out = []
-    for path in sorted(package.glob("*.py")):
+    for path in sorted(package.rglob("*.py")):
         if path.name == "_modidx.py":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 n = node.end_lineno - node.lineno + 1
                 if n > limit:
-                    out.append((n, f"{path.name}:{node.lineno} {node.name}"))
+                    out.append((n, f"{path.relative_to(package)}:{node.lineno} {node.name}"))
     return sorted(out, reverse=True)
 
 
