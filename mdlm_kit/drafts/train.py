@@ -6,32 +6,23 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/draft_train.html.md"""
 
 # %% ../../nbs/15_draft_train.ipynb #0f984fda
 from __future__ import annotations
-import json, math, time
-from dataclasses import asdict, dataclass, field, fields, replace
+import json
+import math
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 import torch
-from mdlm_kit.core.checkpoint import (
-    CheckpointError,
-    CheckpointManager,
-    append_jsonl,
-    atomic_write_text,
-    resume_point,
-    trim_events,
-)
+from ..core.checkpoint import CheckpointError, CheckpointManager, resume_point
 from ..core.layers import lr_schedule, make_optimizer
-from ..core.config import ConfigError, config_mismatches
-from ..core.device import KitError
+from ..core.config import ConfigError
 from mdlm_kit.core.device import (
+    KitError,
     autocast,
-    get_rng_state,
     make_grad_scaler,
-    memory_stats,
     resolve_device,
     resolve_precision,
     seed_everything,
-    set_rng_state,
-    synchronize,
 )
+from ..core.loop import EventLog, TrainLoop, check_resume
 from mdlm_kit.drafts.targets import (
     TargetModel,
     chat_template_from,
@@ -52,7 +43,7 @@ from mdlm_kit.drafts.dflash import (
     LOSS_TYPES,
     ATTENTION_BACKENDS,
 )
-from .eagle3 import Eagle3Config, Eagle3DraftModel, Eagle3Error, build_vocab_mapping, eagle3_forward
+from .eagle3 import Eagle3Config, Eagle3DraftModel, build_vocab_mapping, eagle3_forward
 from ..core.checkpoint import atomic_torch_save, safe_torch_load
 
 # %% auto #0
@@ -340,9 +331,12 @@ class Eagle3Recipe:
 RECIPES = {"dflash": DFlashRecipe, "eagle3": Eagle3Recipe}
 
 # %% ../../nbs/15_draft_train.ipynb #1c709690
-class DraftTrainer:
+class DraftTrainer(TrainLoop):
     """Train a drafter (`algorithm` in RECIPES) described by `cfg` into `output_dir`; `resume` continues the newest
     checkpoint."""
+
+    error = DraftTrainingError
+    nonfinite_fix = "Lower --learning-rate or check the data, or pass --skip-nonfinite to skip such steps."
 
     def __init__(
         self,
@@ -357,6 +351,8 @@ class DraftTrainer:
     ):
         self.cfg, self.out, self.algorithm = cfg.validate(), Path(output_dir), algorithm
         self.resume, self.max_run_steps, self.progress, self.log = resume, max_run_steps, progress, log
+        self.desc, self.events = algorithm, EventLog(self.out / "events.jsonl")
+        self.prof = None  # the profiler, while --profile records
         self.ckpts = CheckpointManager(
             self.out / "checkpoints", cfg.keep_last, format=f"mdlm_kit.draft_state.{algorithm}.v1"
         )
@@ -367,7 +363,8 @@ class DraftTrainer:
         existing = resume_point(self.out, self.ckpts, self.resume)
         state = self.ckpts.load(existing) if existing is not None else None
         if state is not None:
-            self._check_resume_config(state["config"])
+            hint = "Use the run's own settings (train_config.json), or start a new run."
+            check_resume(state["config"], asdict(cfg), RESUME_MAY_CHANGE, hint=hint)
         self.device = resolve_device(cfg.device)
         self.precision = resolve_precision(cfg.precision, self.device)
         self.scaler = make_grad_scaler(self.precision)  # fp16 on CUDA needs loss scaling; otherwise a pass-through
@@ -379,23 +376,8 @@ class DraftTrainer:
         self.optimizer = self._make_optimizer()
         self.step = 0
         if state is not None:
-            self._restore(state, existing, digest)
-        elif self.resume:
-            self.log(
-                f"{self.out} has no checkpoint yet (the run stopped "
-                f"before its first save); starting it again from step 0"
-            )
-        self.writer = None
-
-    def _check_resume_config(self, saved: dict):
-        "Refuse a resume whose settings differ from the checkpoint's (except those in RESUME_MAY_CHANGE)."
-        bad = config_mismatches(saved, asdict(self.cfg), RESUME_MAY_CHANGE)
-        if bad:
-            raise CheckpointError(
-                "cannot resume: the settings differ from the checkpoint's in\n  "
-                + "\n  ".join(bad)
-                + "\nUse the run's own settings (train_config.json), or start a new run."
-            )
+            self._check_same_run(state, digest)
+        self.restore(state, existing, "drafter")
 
     def _target_tables(self, target):
         "Load what the drafter needs of the target: the live model (online) or only its embeddings, head and config."
@@ -463,8 +445,8 @@ class DraftTrainer:
             self.model, c.learning_rate, c.weight_decay, (0.9, 0.999), 1e-8, c.optimizer_type, self.device
         )
 
-    def _restore(self, state: dict, existing, digest: str):
-        "Continue from a checkpoint: the same target and data, then the weights, optimizer, scaler and RNG."
+    def _check_same_run(self, state: dict, digest: str):
+        "Refuse to resume against another target, or on other data (or features)."
         if not digests_match(state.get("target_digest"), digest):
             raise CheckpointError(
                 "cannot resume: this checkpoint was trained against another target (other "
@@ -476,15 +458,15 @@ class DraftTrainer:
                 "cannot resume: the training data (or its features) differ from the checkpoint's; "
                 "resume with the same data or start a new run."
             )
-        try:
-            self.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.scaler.load_state_dict(state.get("scaler", {}))
-        except (RuntimeError, ValueError, KeyError) as e:
-            raise CheckpointError(f"checkpoint {str(existing)!r} does not fit this drafter: {e}") from None
-        self.step = state["step"]
-        set_rng_state(state["rng"])
-        self.log(f"resuming from {existing.name} at step {self.step}")
+
+    def intervals(self):
+        return self.cfg.log_interval, self.cfg.eval_interval, self.cfg.save_interval
+
+    def evaluates(self) -> bool:
+        return self.eval_set is not None
+
+    def describe(self, ev: dict) -> str:
+        return "eval " + _fmt(ev)
 
     def _load_data(self, data_path, features_path, tok, digest):
         c = self.cfg
@@ -546,9 +528,7 @@ class DraftTrainer:
     def train_step(self) -> dict:
         c, A = self.cfg, self.cfg.gradient_accumulation_steps
         warmup = max(1, int(c.warmup_ratio * self.schedule_steps))
-        lr = lr_schedule(self.step, c.learning_rate, warmup, self.schedule_steps)
-        for g in self.optimizer.param_groups:
-            g["lr"] = lr
+        lr = self.set_lr(lr_schedule(self.step, c.learning_rate, warmup, self.schedule_steps))
         self.model.train()
         num, den, agg = 0.0, 0.0, {}
         for a in range(A):
@@ -559,26 +539,9 @@ class DraftTrainer:
             self.scaler.scale(out["numerator"]).backward()
             num, den = _accumulate(agg, out, num, den)
         if not math.isfinite(num) or den <= 0:
-            self.optimizer.zero_grad(set_to_none=True)
-            if not c.skip_nonfinite:
-                raise DraftTrainingError(
-                    f"loss became {num}/{den} at step {self.step}; nothing was updated. The last good checkpoint "
-                    f"is {self.ckpts.latest()}. Lower --learning-rate or check the data, or pass "
-                    "--skip-nonfinite to skip such steps."
-                )
-            self._event("skipped_step", step=self.step, loss=f"{num}/{den}")  # no update; the schedule moves on
-            self.step += 1
-            return {"loss": float("nan"), "lr": lr, "skipped": True}
-        self.scaler.unscale_(self.optimizer)  # true gradients before they are averaged and clipped
-        for p in self.model.parameters():
-            if p.grad is not None:
-                p.grad.div_(den)
-        gn = torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm)
-        self.scaler.step(self.optimizer)  # fp16: skipped when the scaled gradients overflowed
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.step += 1
-        return {"loss": num / den, "lr": lr, "grad_norm": float(gn), **summarize(agg, self.recipe.name)}
+            return self.skip_or_stop(f"{num}/{den}", lr, c.skip_nonfinite)
+        gn = self.update(c.max_grad_norm, divide_by=den)  # the loss of the whole step: sum of numerators / sum of den
+        return {"loss": num / den, "lr": lr, "grad_norm": gn, **summarize(agg, self.recipe.name)}
 
     @torch.no_grad()
     def evaluate(self, max_samples: int = 256) -> dict | None:
@@ -597,29 +560,20 @@ class DraftTrainer:
             num, den = _accumulate(agg, out, num, den)
         return {"loss": num / max(den, 1e-12), **summarize(agg, self.recipe.name)}
 
-    def _event(self, kind, **kw):
-        rec = {"event": kind, "time": round(time.time(), 3), **kw}
-        append_jsonl(self.out / "events.jsonl", [rec])
-        if self.writer is not None and kind in ("train", "eval"):
-            for k, v in kw.items():
-                if isinstance(v, (int, float)) and k != "step":
-                    self.writer(f"{kind}/{k}", v, kw["step"])
-        return rec
+    def train_record(self, recs: list[dict], seconds: float) -> dict:
+        return {"sec": round(seconds, 2), **recs[-1]}
 
-    def save(self):
-        state = {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "rng": get_rng_state(),
-            "scaler": self.scaler.state_dict(),
+    def checkpoint_extra(self) -> dict:
+        "What a resume checks besides the weights: the settings, the data and the target."
+        return {
             "config": asdict(self.cfg),
             "data_id": self.data_id,
             "algorithm": self.algorithm,
             "target_digest": self.target_digest,
         }
-        path = self.ckpts.save(state, self.step)
+
+    def export(self):
         self.model.save_pretrained(self.out / "draft")
-        self._event("checkpoint", step=self.step, path=str(path.relative_to(self.out)))
 
     def _reporter(self):
         if self.cfg.report_to == "tensorboard":
@@ -638,18 +592,14 @@ class DraftTrainer:
             return lambda k, v, s: run.log({k: v}, step=s)
         return None
 
-    def _announce(self):
-        "Write the config, open the event log and say what this run will do (a start or resume event and a line)."
+    def announce(self):
+        "Write the settings, open the event log (and a reporter), say what this run will do, evaluate the untrained."
         c = self.cfg
-        self.out.mkdir(parents=True, exist_ok=True)
-        if self.resume:
-            trim_events(self.out / "events.jsonl", self.step)  # events after the checkpoint will be logged again
-        atomic_write_text(self.out / "train_config.json", json.dumps(asdict(c), indent=1))
-        self.writer = self._reporter()
+        self.events.writer = self._reporter()
         n_params = sum(p.numel() for p in self.model.parameters())
-        self._event(
-            "resume" if self.resume else "start",
-            step=self.step,
+        self.open_run(
+            "train_config.json",
+            json.dumps(asdict(c), indent=1),
             algorithm=self.algorithm,
             n_params=n_params,
             total_steps=self.total_steps,
@@ -661,6 +611,10 @@ class DraftTrainer:
             f"{self.algorithm} drafter {n_params / 1e6:.2f} M trainable params | {len(self.train_set)} samples | "
             f"{self.total_steps} steps | {'online' if self.online else 'offline'} | {self.device}"
         )
+        if self.step == 0 and self.eval_set is not None:
+            ev = self.evaluate()
+            self.events("eval", step=0, **ev)
+            self.log(f"step 0 (untrained) | eval {_fmt(ev)}")
 
     def _profile(self, prof, before: bool):
         "torch.profiler over steps [profile_start_step, + profile_num_steps): started before, written after a step."
@@ -676,41 +630,12 @@ class DraftTrainer:
             self.log(f"profiler trace written to {self.out / 'profile'}")
         return prof
 
-    def run(self) -> dict:
-        from tqdm.auto import tqdm
-
-        c = self.cfg
-        self._announce()
-        if self.step == 0 and self.eval_set is not None:
-            ev = self.evaluate()
-            self._event("eval", step=0, **ev)
-            self.log(f"step 0 (untrained) | eval {_fmt(ev)}")
-        stop = self.total_steps if self.max_run_steps is None else min(self.total_steps, self.step + self.max_run_steps)
-        bar = tqdm(total=self.total_steps, initial=self.step, disable=not self.progress, desc=self.algorithm)
-        t0, last = time.perf_counter(), None
-        prof = None
-        while self.step < stop:
-            prof = self._profile(prof, before=True)
-            rec = self.train_step()
-            bar.update(1)
-            bar.set_postfix(loss=f"{rec['loss']:.3f}")
-            prof = self._profile(prof, before=False)
-            if self.step % c.log_interval == 0 or self.step == stop:
-                synchronize(self.device)
-                self._event(
-                    "train", step=self.step, sec=round(time.perf_counter() - t0, 2), **rec, **memory_stats(self.device)
-                )
-                t0 = time.perf_counter()
-            if self.eval_set is not None and (self.step % c.eval_interval == 0 or self.step == self.total_steps):
-                last = self.evaluate()
-                self._event("eval", step=self.step, **last)
-                bar.write(f"step {self.step} | train loss {rec['loss']:.3f} | eval {_fmt(last)}")
-            if self.step % c.save_interval == 0 or self.step == stop:
-                self.save()
-        bar.close()
-        done = self.step >= self.total_steps
-        self._event("complete" if done else "paused", step=self.step, eval=last)
-        return {"step": self.step, "completed": done, "eval": last}
+    def one_step(self) -> dict:
+        "A training step, inside the profiler when `--profile` asks for this step."
+        self.prof = self._profile(self.prof, before=True)
+        rec = self.train_step()
+        self.prof = self._profile(self.prof, before=False)
+        return rec
 
 
 def _accumulate(agg: dict, out: dict, num: float, den: float) -> tuple[float, float]:

@@ -6,38 +6,29 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/train.html.md"""
 
 # %% ../../nbs/08_train.ipynb #fb526fd5
 from __future__ import annotations
-import json, math, time
+import math
 from pathlib import Path
 import torch
-from mdlm_kit.core.checkpoint import (
-    CheckpointError,
-    CheckpointManager,
-    append_jsonl,
-    atomic_write_text,
-    resume_point,
-    trim_events,
-)
-from ..core.config import ExperimentConfig, ConfigError, config_mismatches, to_dict, to_toml, validate
-from ..text.data import DataError, DeterministicBatchSampler, PackedData, prepare_data
+from fastcore.basics import patch
+from ..core.checkpoint import CheckpointManager, resume_point
+from ..core.config import ExperimentConfig, to_dict, to_toml, validate
 from mdlm_kit.core.device import (
+    KitError,
     autocast,
     configure_backends,
     device_summary,
-    get_rng_state,
     make_grad_scaler,
-    memory_stats,
     preserved_rng,
     resolve_device,
     resolve_precision,
     sdpa_context,
     seed_everything,
-    set_rng_state,
-    synchronize,
 )
+from ..core.layers import lr_schedule, make_optimizer
+from ..core.loop import EventLog, TrainLoop, check_resume
+from ..text.data import DataError, DeterministicBatchSampler, PackedData, prepare_data
 from .diffusion import ar_loss, ar_nll, diffusion_loss, elbo_bound, sample_times
 from .model import DiffusionTransformer
-from ..core.layers import lr_schedule, make_optimizer
-from ..core.device import KitError
 
 # %% auto #0
 __all__ = ['RESUME_MAY_CHANGE', 'LEGACY_DEFAULTS', 'score_split', 'describe_validation', 'TrainingError', 'Trainer']
@@ -117,8 +108,14 @@ LEGACY_DEFAULTS = {
 }
 
 # %% ../../nbs/08_train.ipynb #329e2c0e
-class Trainer:
+class Trainer(TrainLoop):
     "Train an MDLM described by `cfg` in `output_dir`; `resume` continues from the newest checkpoint there."
+
+    error = TrainingError
+    eval_event = "validation"
+    nonfinite_fix = (
+        "Lower training.learning_rate, check the data, or set training.skip_nonfinite = true to skip such steps."
+    )
 
     def __init__(
         self,
@@ -132,17 +129,17 @@ class Trainer:
         self.cfg, self.out, self.resume = validate(cfg), Path(output_dir), resume
         self.max_run_steps, self.progress, self.log = max_run_steps, progress, log
         self.ckpts = CheckpointManager(self.out / "checkpoints", cfg.training.keep_last)
+        self.events = EventLog(self.out / "events.jsonl")
         self._setup()
 
     # everything that can fail on bad input happens here, before any file of the run is written
     def _setup(self):
-        cfg, out = self.cfg, self.out
-        existing = resume_point(out, self.ckpts, self.resume, TrainingError)
+        cfg, tc = self.cfg, self.cfg.training
+        existing = resume_point(self.out, self.ckpts, self.resume, TrainingError)
         state = self.ckpts.load(existing) if existing is not None else None
         self.device = resolve_device(cfg.device)
         self.precision = resolve_precision(cfg.precision, self.device)
         configure_backends(self.device)
-        tc = cfg.training
         self._load_data(state)
         seed_everything(tc.seed)
         self.model = DiffusionTransformer(cfg.model).to(self.device)
@@ -158,16 +155,21 @@ class Trainer:
         self.scaler = make_grad_scaler(self.precision)
         self.sampler = DeterministicBatchSampler(self.data.meta["n_train_blocks"], tc.batch_size, tc.seed)
         self.step, self.schedule_note = 0, None
+        self.restore(state, existing, "model/optimizer")
         if state is not None:
-            self._restore(state, existing)
-        elif self.resume:
-            self.log(
-                f"{out} has no checkpoint yet (the run stopped before its first save); starting it again from step 0"
-            )
+            self._note_schedule(state)
         n_val = min(self.data.meta["n_val_blocks"], tc.eval_batches * tc.batch_size)
         self.val_batches = [
             self.data.batch("val", range(i, min(i + tc.batch_size, n_val))) for i in range(0, n_val, tc.batch_size)
         ]
+
+    @property
+    def total_steps(self) -> int:
+        return self.cfg.training.max_steps
+
+    def intervals(self):
+        tc = self.cfg.training
+        return tc.log_interval, tc.eval_interval, tc.save_interval
 
     def _load_data(self, state):
         "Pack the data (once), fill the model's vocabulary and mask id from it, and refuse a resume on other data."
@@ -177,7 +179,6 @@ class Trainer:
             raise DataError(f"the run's data directory {str(data_dir)!r} is missing; restore it or set data.data_dir.")
         prepare_data(cfg.data, data_dir, min_train_blocks=1, log=self.log)
         self.data = PackedData(data_dir)
-        tok = self.data.tokenizer
         self.data.check_compatible(
             vocab_size=None if cfg.model.vocab_size == -1 else cfg.model.vocab_size,
             mask_token_id=None if cfg.model.mask_token_id == -1 else cfg.model.mask_token_id,
@@ -185,15 +186,10 @@ class Trainer:
         if cfg.model.vocab_size == -1:
             cfg.model.vocab_size = self.data.vocab_size
         if cfg.model.mask_token_id == -1:
-            cfg.model.mask_token_id = tok.mask_token_id
+            cfg.model.mask_token_id = self.data.tokenizer.mask_token_id
         if state is not None:
-            bad = config_mismatches(state["config"], to_dict(cfg), RESUME_MAY_CHANGE, LEGACY_DEFAULTS)
-            if bad:
-                raise ConfigError(
-                    "cannot resume: the config differs from the checkpoint's in\n  "
-                    + "\n  ".join(bad)
-                    + "\nUse the run's own config.toml, or start a new run in another directory."
-                )
+            hint = "Use the run's own config.toml, or start a new run in another directory."
+            check_resume(state["config"], to_dict(cfg), RESUME_MAY_CHANGE, LEGACY_DEFAULTS, hint)
             if (
                 state["tokenizer_sha256"] != self.data.meta["tokenizer_sha256"]
                 or state["corpus_sha256"] != self.data.meta["corpus_sha256"]
@@ -204,188 +200,123 @@ class Trainer:
                     f"data {self.data.meta['tokenizer_sha256'][:12]}…)."
                 )
 
-    def _restore(self, state: dict, existing):
-        "Continue from a checkpoint: weights, optimizer, loss scaler, step and RNG (and say if the schedule bends)."
+    def _note_schedule(self, state: dict):
+        "Say so when a resume changes `max_steps`: allowed, but it bends the cosine from the resumed step on."
         tc = self.cfg.training
-        try:
-            self.model.load_state_dict(state["model"])
-            self.optimizer.load_state_dict(state["optimizer"])
-        except (RuntimeError, ValueError, KeyError) as e:
-            raise CheckpointError(f"checkpoint {str(existing)!r} does not fit this model/optimizer: {e}") from None
-        self.scaler.load_state_dict(state.get("scaler", {}))
-        self.step = state["step"]
-        set_rng_state(state["rng"])
         old_max = state["config"]["training"]["max_steps"]
-        if old_max != tc.max_steps and 0 <= tc.min_lr < tc.learning_rate:  # allowed, but it bends the cosine
+        if old_max != tc.max_steps and 0 <= tc.min_lr < tc.learning_rate:
             self.schedule_note = (
                 f"training.max_steps changed from {old_max} to {tc.max_steps}: the cosine decay "
                 f"now runs to step {tc.max_steps}, so steps from {self.step} on use other rates "
                 "than the original run's"
             )
             self.log(self.schedule_note)
-        self.log(f"resuming from {existing.name} at step {self.step}")
 
-    def _event(self, kind: str, **kw):
-        rec = {"event": kind, "time": round(time.time(), 3), **kw}
-        append_jsonl(self.out / "events.jsonl", [rec])
-        return rec
+# %% ../../nbs/08_train.ipynb #55a583d5
+@patch
+def _loss(self: Trainer, x, t, n_tokens: int, g) -> dict:
+    "The objective's loss on one micro-batch `x`, as a sum over the step's `n_tokens` tokens."
+    if self.cfg.training.objective == "ar":
+        return ar_loss(self.step_model, x, self.data.meta["eos_token_id"], n_tokens)
+    exact = self.cfg.training.masking == "exact"
+    return diffusion_loss(self.step_model, x, t, self.cfg.model.mask_token_id, n_tokens, generator=g, exact=exact)
 
-    def evaluate(self) -> dict:
-        "The deterministic ELBO bound (AR: the exact NLL) on the fixed validation batches; training RNG untouched."
-        with sdpa_context(self.device, self.cfg.forbid_math_sdpa):  # the kernels training runs with
-            return self._evaluate()
 
-    def _evaluate(self) -> dict:
+@patch
+def train_step(self: Trainer) -> dict:
+    "One optimizer step over `gradient_accumulation_steps` micro-batches."
+    tc, dev = self.cfg.training, self.device
+    B, A, T = tc.batch_size, tc.gradient_accumulation_steps, self.data.block_size
+    g = torch.Generator().manual_seed(tc.seed * 1_000_003 + self.step)
+    t = sample_times(B * A, tc.sampling_eps, tc.antithetic_sampling, generator=g)
+    lr = self.set_lr(lr_schedule(self.step, tc.learning_rate, tc.warmup_steps, tc.max_steps, tc.min_lr, tc.decay_steps))
+    loss, n_masked, n_correct = 0.0, 0, 0
+    self.model.train()
+    for a in range(A):
+        x = self.data.batch("train", self.sampler.indices(self.step * A + a)).to(dev, non_blocking=True)
+        with autocast(self.precision), sdpa_context(dev, self.cfg.forbid_math_sdpa):
+            out = self._loss(x, t[a * B : (a + 1) * B], B * A * T, g)
+        self.scaler.scale(out["loss"]).backward()
+        loss += out["loss"].item()
+        n_masked += out["n_masked"]
+        n_correct += out["n_correct"]
+    if not math.isfinite(loss):
+        return self.skip_or_stop(str(loss), lr, tc.skip_nonfinite)
+    gn = self.update(tc.grad_clip)
+    return {"loss": loss, "lr": lr, "grad_norm": gn, "masked_acc": n_correct / max(n_masked, 1)}
+
+# %% ../../nbs/08_train.ipynb #6ba0c486
+@patch
+def evaluate(self: Trainer) -> dict:
+    "The deterministic ELBO bound (AR: the exact NLL) on the fixed validation batches; training RNG untouched."
+    batches = [b.to(self.device) for b in self.val_batches]
+    ctx = autocast(self.precision)
+    with sdpa_context(self.device, self.cfg.forbid_math_sdpa):  # the kernels training runs with
         if self.cfg.training.objective == "ar":
-            return ar_nll(
-                self.model,
-                [b.to(self.device) for b in self.val_batches],
-                self.data.meta["eos_token_id"],
-                autocast_ctx=autocast(self.precision),
-            )
+            return ar_nll(self.model, batches, self.data.meta["eos_token_id"], autocast_ctx=ctx)
+        tc = self.cfg.training
         with preserved_rng():
             return elbo_bound(
                 self.model,
-                [b.to(self.device) for b in self.val_batches],
+                batches,
                 self.cfg.model.mask_token_id,
-                n_levels=self.cfg.training.eval_noise_levels,
-                eps=self.cfg.training.sampling_eps,
-                seed=self.cfg.training.seed,
-                autocast_ctx=autocast(self.precision),
+                n_levels=tc.eval_noise_levels,
+                eps=tc.sampling_eps,
+                seed=tc.seed,
+                autocast_ctx=ctx,
             )
 
-    def save(self):
-        "A numbered training checkpoint plus the bf16 inference directory."
-        state = {
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scaler": self.scaler.state_dict(),
-            "rng": get_rng_state(),
-            "config": to_dict(self.cfg),
-            "tokenizer_sha256": self.data.meta["tokenizer_sha256"],
-            "corpus_sha256": self.data.meta["corpus_sha256"],
-        }
-        path = self.ckpts.save(state, self.step)
-        self.model.save_pretrained(
-            self.out / "inference",
-            tokenizer=self.data.tokenizer,
-            extra_config={
-                "block_size": self.cfg.data.block_size,
-                "trained_steps": self.step,
-                "objective": self.cfg.training.objective,
-            },
-        )
-        self._event("checkpoint", step=self.step, path=str(path.relative_to(self.out)))
-        return path
 
-    def _loss(self, x, t, n_tokens: int, g) -> dict:
-        "The objective's loss on one micro-batch `x`, as a sum over the step's `n_tokens` tokens."
-        if self.cfg.training.objective == "ar":
-            return ar_loss(self.step_model, x, self.data.meta["eos_token_id"], n_tokens)
-        return diffusion_loss(
-            self.step_model,
-            x,
-            t,
-            self.cfg.model.mask_token_id,
-            n_tokens=n_tokens,
-            generator=g,
-            exact=self.cfg.training.masking == "exact",
-        )
+@patch
+def describe(self: Trainer, ev: dict) -> str:
+    return describe_validation(ev)
 
-    def train_step(self) -> dict:
-        "One optimizer step over `gradient_accumulation_steps` micro-batches."
-        tc, dev = self.cfg.training, self.device
-        B, A, T = tc.batch_size, tc.gradient_accumulation_steps, self.data.block_size
-        g = torch.Generator().manual_seed(tc.seed * 1_000_003 + self.step)
-        t = sample_times(B * A, tc.sampling_eps, tc.antithetic_sampling, generator=g)
-        lr = lr_schedule(self.step, tc.learning_rate, tc.warmup_steps, tc.max_steps, tc.min_lr, tc.decay_steps)
-        for grp in self.optimizer.param_groups:
-            grp["lr"] = lr
-        loss, n_masked, n_correct = 0.0, 0, 0
-        self.model.train()
-        for a in range(A):
-            x = self.data.batch("train", self.sampler.indices(self.step * A + a)).to(dev, non_blocking=True)
-            with autocast(self.precision), sdpa_context(dev, self.cfg.forbid_math_sdpa):
-                out = self._loss(x, t[a * B : (a + 1) * B], B * A * T, g)
-            self.scaler.scale(out["loss"]).backward()
-            loss += out["loss"].item()
-            n_masked += out["n_masked"]
-            n_correct += out["n_correct"]
-        if not math.isfinite(loss):
-            self.optimizer.zero_grad(set_to_none=True)
-            if not tc.skip_nonfinite:
-                raise TrainingError(
-                    f"loss became {loss} at step {self.step}; stopped without updating the weights. The last "
-                    f"good checkpoint is {self.ckpts.latest()}. Lower training.learning_rate, check the data, "
-                    "or set training.skip_nonfinite = true to skip such steps."
-                )
-            self._event("skipped_step", step=self.step, loss=str(loss))
-            self.step += 1
-            return {"loss": float("nan"), "lr": lr, "skipped": True}
-        self.scaler.unscale_(self.optimizer)
-        gn = torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip if tc.grad_clip > 0 else float("inf"))
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.step += 1
-        return {"loss": loss, "lr": lr, "grad_norm": float(gn), "masked_acc": n_correct / max(n_masked, 1)}
 
-    def run(self) -> dict:
-        "Train until `max_steps` (or `max_run_steps` more steps), logging, evaluating and checkpointing."
-        from tqdm.auto import tqdm
+@patch
+def train_record(self: Trainer, recs: list[dict], seconds: float) -> dict:
+    "The fields of a `train` event for the steps `recs` since the last one."
+    tc, rec = self.cfg.training, recs[-1]
+    tok_per_step = tc.batch_size * tc.gradient_accumulation_steps * self.data.block_size
+    return dict(
+        loss=rec["loss"],
+        loss_avg=sum(r["loss"] for r in recs) / len(recs),
+        lr=rec["lr"],
+        grad_norm=rec.get("grad_norm"),
+        masked_acc=rec.get("masked_acc"),
+        tokens_per_sec=round(len(recs) * tok_per_step / seconds, 1),
+        epoch=round(self.sampler.epoch(self.step * tc.gradient_accumulation_steps), 3),
+    )
 
-        cfg, tc, out = self.cfg, self.cfg.training, self.out
-        out.mkdir(parents=True, exist_ok=True)
-        if self.resume:
-            trim_events(out / "events.jsonl", self.step)
-        atomic_write_text(out / "config.toml", to_toml(cfg))
-        self._event(
-            "resume" if self.resume else "start",
-            step=self.step,
-            n_params=self.model.num_params(),
-            **device_summary(self.device, self.precision),
-            config=to_dict(cfg),
-        )
-        if self.schedule_note:
-            self._event("schedule_changed", step=self.step, note=self.schedule_note)
-        self.log(
-            f"model {self.model.num_params() / 1e6:.2f} M params | {device_summary(self.device, self.precision)} | "
-            f"{self.data.meta['n_train_blocks']} train blocks of {self.data.block_size} tokens"
-        )
-        stop = tc.max_steps if self.max_run_steps is None else min(tc.max_steps, self.step + self.max_run_steps)
-        tok_per_step = tc.batch_size * tc.gradient_accumulation_steps * self.data.block_size
-        bar = tqdm(total=tc.max_steps, initial=self.step, disable=not self.progress, desc="train", dynamic_ncols=True)
-        t0, steps_since, losses, val = time.perf_counter(), 0, [], None
-        while self.step < stop:
-            rec = self.train_step()
-            steps_since += 1
-            losses.append(rec["loss"])
-            bar.update(1)
-            bar.set_postfix(loss=f"{rec['loss']:.3f}")
-            if self.step % tc.log_interval == 0 or self.step == stop:
-                synchronize(self.device)
-                dt = time.perf_counter() - t0
-                self._event(
-                    "train",
-                    step=self.step,
-                    loss=rec["loss"],
-                    loss_avg=sum(losses) / len(losses),
-                    lr=rec["lr"],
-                    grad_norm=rec.get("grad_norm"),
-                    masked_acc=rec.get("masked_acc"),
-                    tokens_per_sec=round(steps_since * tok_per_step / dt, 1),
-                    epoch=round(self.sampler.epoch(self.step * tc.gradient_accumulation_steps), 3),
-                    **memory_stats(self.device),
-                )
-                t0, steps_since, losses = time.perf_counter(), 0, []
-            if self.step % tc.eval_interval == 0 or self.step == tc.max_steps:
-                val = self.evaluate()
-                self._event("validation", step=self.step, **val)
-                bar.write(f"step {self.step:>6} | train loss {rec['loss']:.4f} | " + describe_validation(val))
-            if self.step % tc.save_interval == 0 or self.step == stop:
-                self.save()
-        bar.close()
-        done = self.step >= tc.max_steps
-        summary = {"step": self.step, "completed": done, "validation": val}
-        self._event("complete" if done else "paused", **summary)
-        return summary
+
+@patch
+def checkpoint_extra(self: Trainer) -> dict:
+    "What a resume checks besides the weights: the config and the data."
+    meta = self.data.meta
+    return {
+        "config": to_dict(self.cfg),
+        "tokenizer_sha256": meta["tokenizer_sha256"],
+        "corpus_sha256": meta["corpus_sha256"],
+    }
+
+
+@patch
+def export(self: Trainer):
+    "The bf16 inference directory, rewritten with every checkpoint."
+    extra = {
+        "block_size": self.cfg.data.block_size,
+        "trained_steps": self.step,
+        "objective": self.cfg.training.objective,
+    }
+    self.model.save_pretrained(self.out / "inference", tokenizer=self.data.tokenizer, extra_config=extra)
+
+
+@patch
+def announce(self: Trainer):
+    "Write config.toml, log the start (or resume) with the device and the model's size, and say it in one line."
+    summary = device_summary(self.device, self.precision)
+    n = self.model.num_params()
+    self.open_run("config.toml", to_toml(self.cfg), n_params=n, **summary, config=to_dict(self.cfg))
+    if self.schedule_note:
+        self.events("schedule_changed", step=self.step, note=self.schedule_note)
+    blocks = f"{self.data.meta['n_train_blocks']} train blocks of {self.data.block_size} tokens"
+    self.log(f"model {n / 1e6:.2f} M params | {summary} | {blocks}")
