@@ -112,6 +112,8 @@ def test_seed_flag_spellings_and_template_names(setup, tmp_path, capsys):
                 "--trust-remote-code",
                 "--cache-dir",
                 "cache",
+                "--optimizer-type",
+                "adamw_8bit",
             ]
         )
         assert (a.gradient_accumulation_steps, a.draft_config_path, a.trust_remote_code, a.cache_dir) == (
@@ -120,6 +122,7 @@ def test_seed_flag_spellings_and_template_names(setup, tmp_path, capsys):
             True,
             "cache",
         )
+        assert a.optimizer == "adamw_8bit"  # the kit's earlier spelling of --optimizer
     old = tgt.tokenizer.chat_template
     try:
         _trainer(setup, tmp_path, "eagle3", chat_template="llama3", cache_dir=str(tmp_path / "cache"))
@@ -146,3 +149,24 @@ def test_sglang_backend_is_refused_with_a_message(setup, tmp_path, capsys):
     )
     err = capsys.readouterr().err
     assert rc == 2 and "sglang" in err and "not supported" in err and not (tmp_path / "r" / "checkpoints").exists()
+
+
+def test_a_checkpoint_with_the_old_setting_names_resumes(setup, tmp_path):
+    "Runs saved before `optimizer_type` became `optimizer` (and before `warmup_steps` existed) still resume."
+    from mdlm_kit.core.loop import ResumeError
+
+    tr = _trainer(setup, tmp_path, "dflash")
+    tr.run()
+    state = tr.ckpts.load(tr.ckpts.latest())
+    state["config"]["optimizer_type"] = state["config"].pop("optimizer")
+    del state["config"]["warmup_steps"]
+    tr.ckpts.save(state, state["step"])
+
+    def resume():
+        return DraftTrainer(tr.cfg, tr.out, "dflash", resume=True, target=setup[0], progress=False, log=print)
+
+    assert resume().step == tr.step == 1
+    state["config"]["learning_rate"] *= 2  # a real difference is still refused
+    tr.ckpts.save(state, state["step"])
+    with pytest.raises(ResumeError, match="learning_rate"):
+        resume()

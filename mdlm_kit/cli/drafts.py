@@ -50,7 +50,7 @@ _HELP = {
     "draft_vocab_size": "EAGLE-3 draft vocabulary: the most frequent supervised target tokens",
     "eagle_aux_hidden_state_layer_ids": "EAGLE-3 feature layers (default: outputs of layers 1, L//2-1, L-4)",
     "total_steps": "schedule horizon in optimizer steps (0: the run's length)",
-    "optimizer_type": "adamw, or adamw_8bit (bitsandbytes, CUDA)",
+    "optimizer": "adamw, or adamw_8bit (bitsandbytes, CUDA)",
     "fp32_params": "keep fp32 master weights under bf16 autocast (--no-fp32-params casts the drafter to bf16)",
     "ckpt_dir": "start from this saved drafter directory (fine-tuning)",
     "feature_scaled_init": "initialise the feature projection per input dimension from the first batch's scale "
@@ -64,6 +64,7 @@ _HELP = {
     "batch_size": "sequences per micro-batch",
     "learning_rate": "peak AdamW learning rate",
     "warmup_ratio": "fraction of steps for the linear warm-up",
+    "warmup_steps": "warm-up steps; > 0 replaces --warmup-ratio",
     "max_grad_norm": "gradient clipping norm",
     "skip_nonfinite": "skip an optimizer step whose loss is NaN/inf (default: stop, keeping the last good checkpoint)",
     "gradient_accumulation_steps": "micro-batches per optimizer step",
@@ -398,7 +399,11 @@ def add_draft_commands(sub):
         p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --output-dir")
         p.add_argument("--max-run-steps", type=int, help="stop safely after this many steps in this invocation")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
-        seed = {"gradient_accumulation_steps": ["--accumulation-steps"], "draft_config_path": ["--draft-model-config"]}
+        seed = {
+            "gradient_accumulation_steps": ["--accumulation-steps"],
+            "draft_config_path": ["--draft-model-config"],
+            "optimizer": ["--optimizer-type"],  # this kit's earlier spelling
+        }
         if algo == "dflash":
             add_config_flags(p, skip=EAGLE3_ONLY, aliases=seed)
         else:  # the EAGLE-3 seed also spells these its own way

@@ -13,9 +13,9 @@ from typing import Any
 from .device import DEVICE_CHOICES, PRECISION_CHOICES, KitError
 
 # %% auto #0
-__all__ = ['OBJECTIVES', 'ModelConfig', 'DataConfig', 'TrainingConfig', 'ExperimentConfig', 'ConfigError', 'validate',
-           'from_dict', 'load_config', 'parse_override', 'apply_overrides', 'to_dict', 'to_toml', 'flatten_dict',
-           'config_mismatches']
+__all__ = ['OBJECTIVES', 'RENAMED_KEYS', 'ModelConfig', 'DataConfig', 'TrainingConfig', 'ExperimentConfig', 'ConfigError',
+           'validate', 'upgrade_config', 'from_dict', 'load_config', 'parse_override', 'apply_overrides', 'to_dict',
+           'to_toml', 'flatten_dict', 'config_mismatches']
 
 # %% ../../nbs/01_config.ipynb #6854e87f
 @dataclass
@@ -73,7 +73,7 @@ class TrainingConfig:
     beta1: float = 0.9
     beta2: float = 0.98
     adam_eps: float = 1e-8
-    grad_clip: float = 1.0
+    max_grad_norm: float = 1.0  # clip the global gradient norm to this (0: no clipping)
     optimizer: str = "adamw"  # adamw | adamw_8bit (bitsandbytes)
     sampling_eps: float = 1e-3  # t ~ U(eps, 1)
     antithetic_sampling: bool = True
@@ -165,13 +165,25 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     _check(0 < t.sampling_eps < 1, "training.sampling_eps", "must be in (0, 1)")
     for k in ("log_interval", "eval_interval", "save_interval", "keep_last", "eval_batches", "eval_noise_levels"):
         _check(getattr(t, k) > 0, f"training.{k}", "must be > 0")
-    _check(t.grad_clip >= 0, "training.grad_clip", "must be >= 0 (0 disables clipping)")
+    _check(t.max_grad_norm >= 0, "training.max_grad_norm", "must be >= 0 (0 disables clipping)")
     _check(cfg.device.split(":")[0] in DEVICE_CHOICES, "device", f"must be one of {DEVICE_CHOICES}")
     _check(cfg.precision in PRECISION_CHOICES, "precision", f"must be one of {PRECISION_CHOICES}")
     return cfg
 
 # %% ../../nbs/01_config.ipynb #c03ad087
 _SECTIONS = {"model": ModelConfig, "data": DataConfig, "training": TrainingConfig}
+# keys renamed since runs were saved, old dotted name -> new: configs and checkpoints with an old name still load
+RENAMED_KEYS = {"training.grad_clip": "training.max_grad_norm"}
+
+
+def upgrade_config(d: dict) -> dict:
+    "A copy of the nested config dict `d` with every renamed key under its current name."
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
+    for old, new in RENAMED_KEYS.items():
+        (s_old, k_old), (s_new, k_new) = old.split("."), new.split(".")
+        if k_old in out.get(s_old, {}):
+            out.setdefault(s_new, {}).setdefault(k_new, out[s_old].pop(k_old))
+    return out
 
 
 def _coerce(value: Any, typ: str, key: str):
@@ -212,7 +224,7 @@ def _fill(obj, values: dict, prefix: str):
 
 def from_dict(d: dict) -> ExperimentConfig:
     "Build and validate an `ExperimentConfig` from nested dicts (unknown keys and bad types are errors)."
-    return validate(_fill(ExperimentConfig(), d, ""))
+    return validate(_fill(ExperimentConfig(), upgrade_config(d), ""))
 
 
 def load_config(path: str | Path | None) -> ExperimentConfig:
@@ -250,6 +262,7 @@ def apply_overrides(cfg: ExperimentConfig, items: list[str] | None) -> Experimen
     d = to_dict(cfg)
     for item in items or []:
         key, value = parse_override(item)
+        key = RENAMED_KEYS.get(key, key)
         parts = key.split(".")
         if len(parts) == 1 and parts[0] not in _SECTIONS:
             d[parts[0]] = value

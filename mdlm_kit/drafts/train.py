@@ -47,8 +47,8 @@ from .eagle3 import Eagle3Config, Eagle3DraftModel, build_vocab_mapping, eagle3_
 from ..core.checkpoint import atomic_torch_save, safe_torch_load
 
 # %% auto #0
-__all__ = ['RESUME_MAY_CHANGE', 'RECIPES', 'DraftTrainConfig', 'DraftTrainingError', 'resolve_mask_token_id', 'read_draft_config',
-           'DFlashRecipe', 'Eagle3Recipe', 'DraftTrainer', 'summarize']
+__all__ = ['RESUME_MAY_CHANGE', 'RENAMED_SETTINGS', 'LEGACY_SETTINGS', 'RECIPES', 'DraftTrainConfig', 'DraftTrainingError',
+           'resolve_mask_token_id', 'read_draft_config', 'DFlashRecipe', 'Eagle3Recipe', 'DraftTrainer', 'summarize']
 
 # %% ../../nbs/15_draft_train.ipynb #82d0f79c
 @dataclass
@@ -89,11 +89,12 @@ class DraftTrainConfig:
     batch_size: int = 4
     learning_rate: float = 6e-4
     warmup_ratio: float = 0.04
+    warmup_steps: int = 0  # > 0: this many warm-up steps instead of warmup_ratio of the run
     max_grad_norm: float = 1.0
     skip_nonfinite: bool = False
     gradient_accumulation_steps: int = 1
     weight_decay: float = 0.0
-    optimizer_type: str = "adamw"
+    optimizer: str = "adamw"
     fp32_params: bool = True
     ckpt_dir: str = ""
     feature_scaled_init: bool = True
@@ -132,8 +133,8 @@ class DraftTrainConfig:
             )
         if self.loss_decay_gamma < 0:
             raise DFlashError(f"--loss-decay-gamma must be >= 0 (0: no decay), not {self.loss_decay_gamma}.")
-        if self.optimizer_type not in ("adamw", "adamw_8bit"):
-            raise ConfigError("--optimizer-type must be adamw or adamw_8bit.")
+        if self.optimizer not in ("adamw", "adamw_8bit"):
+            raise ConfigError("--optimizer must be adamw or adamw_8bit.")
         if self.report_to not in ("none", "tensorboard", "wandb"):
             raise ConfigError("--report-to must be none, tensorboard or wandb.")
         for k in ("batch_size", "gradient_accumulation_steps", "num_anchors", "num_epochs", "max_length", "ttt_length"):
@@ -171,6 +172,9 @@ RESUME_MAY_CHANGE = {
     "eval_hidden_states_path",
     "target_model_path",
 }
+# settings renamed since runs were saved (old -> new), and settings added later with the value older runs had in effect
+RENAMED_SETTINGS = {"optimizer_type": "optimizer"}
+LEGACY_SETTINGS = {"warmup_steps": 0}
 
 # %% ../../nbs/15_draft_train.ipynb #df9bfd7c
 def resolve_mask_token_id(spec, tokenizer, vocab_size: int) -> int:
@@ -364,7 +368,8 @@ class DraftTrainer(TrainLoop):
         state = self.ckpts.load(existing) if existing is not None else None
         if state is not None:
             hint = "Use the run's own settings (train_config.json), or start a new run."
-            check_resume(state["config"], asdict(cfg), RESUME_MAY_CHANGE, hint=hint)
+            saved = {RENAMED_SETTINGS.get(k, k): v for k, v in state["config"].items()}
+            check_resume(saved, asdict(cfg), RESUME_MAY_CHANGE, LEGACY_SETTINGS, hint)
         self.device = resolve_device(cfg.device)
         self.precision = resolve_precision(cfg.precision, self.device)
         self.scaler = make_grad_scaler(self.precision)  # fp16 on CUDA needs loss scaling; otherwise a pass-through
@@ -441,9 +446,7 @@ class DraftTrainer(TrainLoop):
     def _make_optimizer(self):
         "The configured optimizer over the drafter's parameters, with the reference trainers' betas and eps."
         c = self.cfg
-        return make_optimizer(
-            self.model, c.learning_rate, c.weight_decay, (0.9, 0.999), 1e-8, c.optimizer_type, self.device
-        )
+        return make_optimizer(self.model, c.learning_rate, c.weight_decay, (0.9, 0.999), 1e-8, c.optimizer, self.device)
 
     def _check_same_run(self, state: dict, digest: str):
         "Refuse to resume against another target, or on other data (or features)."
@@ -527,7 +530,7 @@ class DraftTrainer(TrainLoop):
 
     def train_step(self) -> dict:
         c, A = self.cfg, self.cfg.gradient_accumulation_steps
-        warmup = max(1, int(c.warmup_ratio * self.schedule_steps))
+        warmup = c.warmup_steps or max(1, int(c.warmup_ratio * self.schedule_steps))
         lr = self.set_lr(lr_schedule(self.step, c.learning_rate, warmup, self.schedule_steps))
         self.model.train()
         num, den, agg = 0.0, 0.0, {}

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 from fastcore.basics import patch
 from ..core.checkpoint import CheckpointManager, resume_point
-from ..core.config import ExperimentConfig, to_dict, to_toml, validate
+from ..core.config import ExperimentConfig, to_dict, to_toml, upgrade_config, validate
 from mdlm_kit.core.device import (
     KitError,
     autocast,
@@ -189,7 +189,8 @@ class Trainer(TrainLoop):
             cfg.model.mask_token_id = self.data.tokenizer.mask_token_id
         if state is not None:
             hint = "Use the run's own config.toml, or start a new run in another directory."
-            check_resume(state["config"], to_dict(cfg), RESUME_MAY_CHANGE, LEGACY_DEFAULTS, hint)
+            saved = upgrade_config(state["config"])  # a checkpoint from before a key was renamed
+            check_resume(saved, to_dict(cfg), RESUME_MAY_CHANGE, LEGACY_DEFAULTS, hint)
             if (
                 state["tokenizer_sha256"] != self.data.meta["tokenizer_sha256"]
                 or state["corpus_sha256"] != self.data.meta["corpus_sha256"]
@@ -242,7 +243,7 @@ def train_step(self: Trainer) -> dict:
         n_correct += out["n_correct"]
     if not math.isfinite(loss):
         return self.skip_or_stop(str(loss), lr, tc.skip_nonfinite)
-    gn = self.update(tc.grad_clip)
+    gn = self.update(tc.max_grad_norm)
     return {"loss": loss, "lr": lr, "grad_norm": gn, "masked_acc": n_correct / max(n_masked, 1)}
 
 # %% ../../nbs/08_train.ipynb #6ba0c486
