@@ -112,7 +112,7 @@ def _draft_trainer(tmp_path, algorithm, **kw):
 
     tgt = save_tiny_target_and_chat(tmp_path, "llama")
     extra = dict(block_size=4, num_feature_layers=2, num_anchors=4) if algorithm == "dflash" else dict(ttt_length=2)
-    cfg = DraftTrainConfig(
+    cfg = DraftTrainConfig.from_flags(
         train_data_path=str(tmp_path / "chat.jsonl"),
         eval_data_path=str(tmp_path / "chat.jsonl"),
         target_model_path=str(tmp_path / "t"),

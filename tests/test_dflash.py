@@ -140,7 +140,7 @@ def _cfg(chat, **kw):
         learning_rate=3e-3,
     )
     base.update(kw)
-    return DraftTrainConfig(**base)
+    return DraftTrainConfig.from_flags(**base)
 
 
 def _events(run, kind):

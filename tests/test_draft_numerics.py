@@ -20,7 +20,7 @@ def setup(tmp_path_factory):
 
 def _trainer(setup, out, algo, **kw):
     tgt, chat = setup
-    cfg = DraftTrainConfig(
+    cfg = DraftTrainConfig.from_flags(
         train_data_path=str(chat),
         block_size=4,
         num_feature_layers=2,

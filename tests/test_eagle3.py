@@ -100,7 +100,7 @@ def _cfg(chat, **kw):
         max_length=96,
     )
     base.update(kw)
-    return DraftTrainConfig(**base)
+    return DraftTrainConfig.from_flags(**base)
 
 
 def test_online_equals_offline(tiny, tmp_path):

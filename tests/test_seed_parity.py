@@ -40,7 +40,7 @@ def _specforge_config(tgt, **extra) -> dict:
 
 def _trainer(setup, tmp_path, algorithm, **kw):
     tgt, d = setup
-    cfg = DraftTrainConfig(
+    cfg = DraftTrainConfig.from_flags(
         train_data_path=str(d / "chat.jsonl"),
         target_model_path=str(d / "t"),
         batch_size=2,
@@ -152,12 +152,14 @@ def test_sglang_backend_is_refused_with_a_message(setup, tmp_path, capsys):
 
 
 def test_a_checkpoint_with_the_old_setting_names_resumes(setup, tmp_path):
-    "Runs saved before `optimizer_type` became `optimizer` (and before `warmup_steps` existed) still resume."
+    """Runs saved with one flat dict of settings, before `optimizer_type` became `optimizer` and before
+    `warmup_steps` existed, still resume."""
     from mdlm_kit.core.loop import ResumeError
 
     tr = _trainer(setup, tmp_path, "dflash")
     tr.run()
     state = tr.ckpts.load(tr.ckpts.latest())
+    state["config"] = tr.cfg.flat()
     state["config"]["optimizer_type"] = state["config"].pop("optimizer")
     del state["config"]["warmup_steps"]
     tr.ckpts.save(state, state["step"])

@@ -7,7 +7,6 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/draft_cli.html.md"""
 # %% ../../nbs/16_draft_cli.ipynb #7684a36d
 from __future__ import annotations
 import argparse, json
-from dataclasses import fields
 from pathlib import Path
 from ..drafts.train import DraftTrainConfig, DraftTrainer
 from ..drafts.dflash import build_target_layer_ids
@@ -102,29 +101,27 @@ EAGLE3_DEFAULTS = {"learning_rate": 1e-4, "warmup_ratio": 0.015, "max_grad_norm"
 
 
 def add_config_flags(p: argparse.ArgumentParser, skip=(), defaults: dict | None = None, aliases: dict | None = None):
-    "One flag per `DraftTrainConfig` field, with its default; `aliases` maps a field to extra flag names."
-    d = DraftTrainConfig()
-    for f in fields(DraftTrainConfig):
-        if f.name in skip:
+    "One flag per drafter setting (`DraftTrainConfig.flat`), with its default; `aliases` maps a setting to more flags."
+    for name, base in DraftTrainConfig().flat().items():
+        if name in skip:
             continue
-        flag, default = "--" + f.name.replace("_", "-"), (defaults or {}).get(f.name, getattr(d, f.name))
-        names = [flag] + list((aliases or {}).get(f.name, ()))
-        help = f"{_HELP.get(f.name, '')} (default: {default!r})"
+        flag, default = "--" + name.replace("_", "-"), (defaults or {}).get(name, base)
+        names = [flag] + list((aliases or {}).get(name, ()))
+        help = f"{_HELP.get(name, '')} (default: {default!r})"
         if isinstance(default, bool) and default:
-            p.add_argument("--no-" + f.name.replace("_", "-"), dest=f.name, action="store_false", help=help)
+            p.add_argument("--no-" + name.replace("_", "-"), dest=name, action="store_false", help=help)
         elif isinstance(default, bool):
-            p.add_argument(*names, dest=f.name, action="store_true", help=help)
+            p.add_argument(*names, dest=name, action="store_true", help=help)
         elif isinstance(default, list):
-            p.add_argument(
-                *names, dest=f.name, type=lambda s: [int(x) for x in s.split(",") if x], default=[], help=help
-            )
+            p.add_argument(*names, dest=name, type=lambda s: [int(x) for x in s.split(",") if x], default=[], help=help)
         else:
-            p.add_argument(*names, dest=f.name, type=type(default), default=default, help=help)
+            p.add_argument(*names, dest=name, type=type(default), default=default, help=help)
 
 
 def config_from_args(args) -> DraftTrainConfig:
-    d = DraftTrainConfig()
-    return DraftTrainConfig(**{f.name: getattr(args, f.name, getattr(d, f.name)) for f in fields(DraftTrainConfig)})
+    "The nested settings from the parsed flags (a flag a command does not have keeps its default)."
+    flat = DraftTrainConfig().flat()
+    return DraftTrainConfig.from_flags(**{k: getattr(args, k, v) for k, v in flat.items()})
 
 
 def cmd_train_draft(args):

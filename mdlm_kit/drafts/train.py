@@ -6,11 +6,13 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/draft_train.html.md"""
 
 # %% ../../nbs/15_draft_train.ipynb #0f984fda
 from __future__ import annotations
+import difflib
 import json
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 import torch
+from fastcore.basics import patch
 from ..core.checkpoint import CheckpointError, CheckpointManager, resume_point
 from ..core.layers import lr_schedule, make_optimizer
 from ..core.config import ConfigError
@@ -47,18 +49,27 @@ from .eagle3 import Eagle3Config, Eagle3DraftModel, build_vocab_mapping, eagle3_
 from ..core.checkpoint import atomic_torch_save, safe_torch_load
 
 # %% auto #0
-__all__ = ['RESUME_MAY_CHANGE', 'RENAMED_SETTINGS', 'LEGACY_SETTINGS', 'RECIPES', 'DraftTrainConfig', 'DraftTrainingError',
-           'resolve_mask_token_id', 'read_draft_config', 'DFlashRecipe', 'Eagle3Recipe', 'DraftTrainer', 'summarize']
+__all__ = ['SECTIONS', 'RESUME_MAY_CHANGE', 'RENAMED_SETTINGS', 'LEGACY_SETTINGS', 'RECIPES', 'TargetSettings', 'DataSettings',
+           'DrafterSettings', 'LossSettings', 'DraftTrainingSettings', 'DraftTrainConfig', 'setting_sections',
+           'nest_settings', 'DraftTrainingError', 'resolve_mask_token_id', 'read_draft_config', 'DFlashRecipe',
+           'Eagle3Recipe', 'DraftTrainer', 'summarize']
 
-# %% ../../nbs/15_draft_train.ipynb #82d0f79c
+# %% ../../nbs/15_draft_train.ipynb #8301c9fb
 @dataclass
-class DraftTrainConfig:
-    "Everything a drafter run needs; saved as `train_config.json` beside the run and checked on resume."
+class TargetSettings:
+    "The frozen target: where it is, and which of its tensors are the embeddings and the LM head (offline)."
 
     target_model_path: str = "smollm2"
     target_model_backend: str = "hf"
     trust_remote_code: bool = False
-    cache_dir: str = ""
+    embedding_key: str = "model.embed_tokens.weight"
+    lm_head_key: str = "lm_head.weight"
+
+
+@dataclass
+class DataSettings:
+    "Chat JSONL (online: the target runs on each batch) or saved features (offline), and how samples are cut."
+
     train_data_path: str = ""
     eval_data_path: str = ""
     train_hidden_states_path: str = ""
@@ -67,114 +78,186 @@ class DraftTrainConfig:
     is_preformatted: bool = False
     train_only_last_turn: bool = False
     max_length: int = 512
-    embedding_key: str = "model.embed_tokens.weight"
-    lm_head_key: str = "lm_head.weight"
-    draft_config_path: str = ""
-    block_size: int = 16
+    cache_dir: str = ""  # tokenised data and the draft vocabulary; empty: <output_dir>/cache
+
+
+@dataclass
+class DrafterSettings:
+    "The drafter's shape (DFlash's block and layers, EAGLE-3's vocabulary and TTT length) and where it starts."
+
+    draft_config_path: str = ""  # a config.json (the kit's or SpecForge's) that sets the shape instead
+    block_size: int = 16  # DFlash's draft block: the anchor and the masked slots drafted at once
     num_draft_layers: int = 1
     num_feature_layers: int = 5
     target_layer_ids: list = field(default_factory=list)
     mask_token_id: str = "auto"
     attention_backend: str = "sdpa"
+    ttt_length: int = 7
+    draft_vocab_size: int = 8192
+    eagle_aux_hidden_state_layer_ids: list = field(default_factory=list)
+    feature_scaled_init: bool = True
+    ckpt_dir: str = ""  # fine-tune from this saved drafter
+
+
+@dataclass
+class LossSettings:
+    "DFlash's anchors per sample and its loss weighting (decayed cross-entropy or D-PACE)."
+
     num_anchors: int = 64
     loss_type: str = "dflash"
     loss_decay_gamma: float = 7.0
     dpace_alpha: float = 0.5
-    ttt_length: int = 7
-    draft_vocab_size: int = 8192
-    eagle_aux_hidden_state_layer_ids: list = field(default_factory=list)
+
+
+@dataclass
+class DraftTrainingSettings:
+    "The optimisation and its cadence: the MDLM's `training` section, with the reference trainers' defaults."
+
     num_epochs: int = 1
-    max_steps: int = 0
-    total_steps: int = 0
+    max_steps: int = 0  # 0: from num_epochs
+    total_steps: int = 0  # the schedule's length; 0: the run's
     batch_size: int = 4
+    gradient_accumulation_steps: int = 1
     learning_rate: float = 6e-4
     warmup_ratio: float = 0.04
     warmup_steps: int = 0  # > 0: this many warm-up steps instead of warmup_ratio of the run
     max_grad_norm: float = 1.0
-    skip_nonfinite: bool = False
-    gradient_accumulation_steps: int = 1
     weight_decay: float = 0.0
     optimizer: str = "adamw"
     fp32_params: bool = True
-    ckpt_dir: str = ""
-    feature_scaled_init: bool = True
+    skip_nonfinite: bool = False
     seed: int = 0
     log_interval: int = 10
     eval_interval: int = 100
     save_interval: int = 100
     keep_last: int = 2
-    report_to: str = "none"
+
+
+SECTIONS = {
+    "target": TargetSettings,
+    "data": DataSettings,
+    "model": DrafterSettings,
+    "loss": LossSettings,
+    "training": DraftTrainingSettings,
+}
+
+# %% ../../nbs/15_draft_train.ipynb #49c9523a
+@dataclass
+class DraftTrainConfig:
+    "Everything a drafter run needs, by concern; saved as `train_config.json` beside the run and checked on resume."
+
+    target: TargetSettings = field(default_factory=TargetSettings)
+    data: DataSettings = field(default_factory=DataSettings)
+    model: DrafterSettings = field(default_factory=DrafterSettings)
+    loss: LossSettings = field(default_factory=LossSettings)
+    training: DraftTrainingSettings = field(default_factory=DraftTrainingSettings)
     device: str = "auto"
     precision: str = "auto"
+    report_to: str = "none"
     profile: bool = False
     profile_start_step: int = 5
     profile_num_steps: int = 3
     profile_record_shapes: bool = False
 
-    def validate(self) -> "DraftTrainConfig":
-        if not (self.train_data_path or self.train_hidden_states_path):
-            raise ConfigError(
-                "pass --train-data-path (online: the target runs on "
-                "each batch) or --train-hidden-states-path (offline)."
-            )
-        if self.target_model_backend != "hf":
-            raise ConfigError(
-                f"--target-model-backend {self.target_model_backend!r} is not supported: the kit runs the target with "
-                "transformers. Pass --target-model-backend hf (or omit it); for an SGLang-served target, "
-                "train offline from its saved features with --train-hidden-states-path."
-            )
-        if self.loss_type not in LOSS_TYPES:
-            raise DFlashError(f"--loss-type must be one of {LOSS_TYPES}, not {self.loss_type!r}.")
-        if not 0.0 <= self.dpace_alpha <= 1.0:
-            raise DFlashError(f"--dpace-alpha must lie in [0, 1], not {self.dpace_alpha}.")
-        if self.attention_backend not in ATTENTION_BACKENDS:
-            raise DFlashError(
-                f"--attention-backend must be one of {ATTENTION_BACKENDS}, not {self.attention_backend!r}."
-            )
-        if self.loss_decay_gamma < 0:
-            raise DFlashError(f"--loss-decay-gamma must be >= 0 (0: no decay), not {self.loss_decay_gamma}.")
-        if self.optimizer not in ("adamw", "adamw_8bit"):
-            raise ConfigError("--optimizer must be adamw or adamw_8bit.")
-        if self.report_to not in ("none", "tensorboard", "wandb"):
-            raise ConfigError("--report-to must be none, tensorboard or wandb.")
-        for k in ("batch_size", "gradient_accumulation_steps", "num_anchors", "num_epochs", "max_length", "ttt_length"):
-            if getattr(self, k) < 1:
-                raise ConfigError(f"--{k.replace('_', '-')} must be at least 1, not {getattr(self, k)}.")
-        if self.draft_vocab_size < 0:
-            raise ConfigError(
-                f"--draft-vocab-size must be >= 0 (0: the target's whole vocabulary), not {self.draft_vocab_size}."
-            )
-        return self
+    @classmethod
+    def from_flags(cls, **flat) -> "DraftTrainConfig":
+        "Build from the flat names of the command-line flags (`block_size=8` for `--block-size 8`)."
+        cfg, where = cls(), setting_sections()
+        for k, v in flat.items():
+            k = RENAMED_SETTINGS.get(k, k)
+            if k not in where:
+                hint = difflib.get_close_matches(k, list(where), n=1)
+                raise ConfigError(f"unknown drafter setting {k!r}" + (f": did you mean {hint[0]!r}?" if hint else "."))
+            setattr(getattr(cfg, where[k]) if where[k] else cfg, k, v)
+        return cfg
+
+    def flat(self) -> dict:
+        "The settings under their flag names, the inverse of `from_flags`."
+        return {k: getattr(getattr(self, s) if s else self, k) for k, s in setting_sections().items()}
 
 
+def setting_sections() -> dict[str, str]:
+    "Each flag name -> its section ('' for the top-level settings)."
+    out = {f.name: s for s, typ in SECTIONS.items() for f in fields(typ)}
+    return out | {f.name: "" for f in fields(DraftTrainConfig) if f.name not in SECTIONS}
+
+
+def nest_settings(saved: dict) -> dict:
+    "A checkpoint's settings as nested dicts; runs saved before the sections held one flat dict of flag names."
+    if all(isinstance(saved.get(s), dict) for s in SECTIONS):
+        return saved
+    where, out = setting_sections(), {s: {} for s in SECTIONS}
+    for k, v in saved.items():
+        k = RENAMED_SETTINGS.get(k, k)
+        (out[where[k]] if where.get(k) else out)[k] = v
+    return out
+
+# %% ../../nbs/15_draft_train.ipynb #9ba1c6d5
+@patch
+def validate(self: DraftTrainConfig) -> DraftTrainConfig:
+    "Refuse settings the trainer cannot run, naming the flag and its allowed values."
+    d, m, lo, t = self.data, self.model, self.loss, self.training
+    if not (d.train_data_path or d.train_hidden_states_path):
+        raise ConfigError(
+            "pass --train-data-path (online: the target runs on each batch) or --train-hidden-states-path (offline)."
+        )
+    if self.target.target_model_backend != "hf":
+        raise ConfigError(
+            f"--target-model-backend {self.target.target_model_backend!r} is not supported: the kit runs the target "
+            "with transformers. Pass --target-model-backend hf (or omit it); for an SGLang-served target, "
+            "train offline from its saved features with --train-hidden-states-path."
+        )
+    if lo.loss_type not in LOSS_TYPES:
+        raise DFlashError(f"--loss-type must be one of {LOSS_TYPES}, not {lo.loss_type!r}.")
+    if not 0.0 <= lo.dpace_alpha <= 1.0:
+        raise DFlashError(f"--dpace-alpha must lie in [0, 1], not {lo.dpace_alpha}.")
+    if m.attention_backend not in ATTENTION_BACKENDS:
+        raise DFlashError(f"--attention-backend must be one of {ATTENTION_BACKENDS}, not {m.attention_backend!r}.")
+    if lo.loss_decay_gamma < 0:
+        raise DFlashError(f"--loss-decay-gamma must be >= 0 (0: no decay), not {lo.loss_decay_gamma}.")
+    if t.optimizer not in ("adamw", "adamw_8bit"):
+        raise ConfigError("--optimizer must be adamw or adamw_8bit.")
+    if self.report_to not in ("none", "tensorboard", "wandb"):
+        raise ConfigError("--report-to must be none, tensorboard or wandb.")
+    flat = self.flat()
+    for k in ("batch_size", "gradient_accumulation_steps", "num_anchors", "num_epochs", "max_length", "ttt_length"):
+        if flat[k] < 1:
+            raise ConfigError(f"--{k.replace('_', '-')} must be at least 1, not {flat[k]}.")
+    if m.draft_vocab_size < 0:
+        raise ConfigError(
+            f"--draft-vocab-size must be >= 0 (0: the target's whole vocabulary), not {m.draft_vocab_size}."
+        )
+    return self
+
+# %% ../../nbs/15_draft_train.ipynb #b5d08138
 class DraftTrainingError(KitError, RuntimeError):
     "Drafter training stopped; the message says why and what was kept."
 
 
 RESUME_MAY_CHANGE = {
-    "log_interval",
-    "eval_interval",
-    "save_interval",
-    "keep_last",
+    "training.log_interval",
+    "training.eval_interval",
+    "training.save_interval",
+    "training.keep_last",
+    "training.skip_nonfinite",
     "report_to",
     "device",
     "precision",
-    "skip_nonfinite",
     "profile",
     "profile_start_step",
     "profile_num_steps",
     "profile_record_shapes",
-    "ckpt_dir",
-    "cache_dir",
-    "train_data_path",
-    "eval_data_path",
-    "train_hidden_states_path",
-    "eval_hidden_states_path",
-    "target_model_path",
+    "model.ckpt_dir",
+    "data.cache_dir",
+    "data.train_data_path",
+    "data.eval_data_path",
+    "data.train_hidden_states_path",
+    "data.eval_hidden_states_path",
+    "target.target_model_path",
 }
 # settings renamed since runs were saved (old -> new), and settings added later with the value older runs had in effect
 RENAMED_SETTINGS = {"optimizer_type": "optimizer"}
-LEGACY_SETTINGS = {"warmup_steps": 0}
+LEGACY_SETTINGS = {"training.warmup_steps": 0}
 
 # %% ../../nbs/15_draft_train.ipynb #df9bfd7c
 def resolve_mask_token_id(spec, tokenizer, vocab_size: int) -> int:
@@ -225,15 +308,15 @@ class DFlashRecipe:
         dc = DFlashConfig.from_target(
             target_config,
             mask_token_id=mask_token_id,
-            num_draft_layers=cfg.num_draft_layers,
-            block_size=cfg.block_size,
-            target_layer_ids=cfg.target_layer_ids or None,
-            num_feature_layers=cfg.num_feature_layers,
-            attention_backend=cfg.attention_backend,
+            num_draft_layers=cfg.model.num_draft_layers,
+            block_size=cfg.model.block_size,
+            target_layer_ids=cfg.model.target_layer_ids or None,
+            num_feature_layers=cfg.model.num_feature_layers,
+            attention_backend=cfg.model.attention_backend,
             target_digest=target_digest,
         )
-        if cfg.draft_config_path:
-            dc = read_draft_config(cfg.draft_config_path, dc).validate()
+        if cfg.model.draft_config_path:
+            dc = read_draft_config(cfg.model.draft_config_path, dc).validate()
         self.cfg, self.model = cfg, DFlashDraftModel(dc)
         if self.model.mask_embedding is not None:
             self.mask_init = True
@@ -258,7 +341,7 @@ class DFlashRecipe:
 
     def loss(self, tables, input_ids, loss_mask, hidden, seeds) -> dict:
         c = self.cfg
-        anchors, keep = sample_anchors(loss_mask, c.num_anchors, seeds)
+        anchors, keep = sample_anchors(loss_mask, c.loss.num_anchors, seeds)
         return dflash_forward(
             self.model,
             tables,
@@ -267,9 +350,9 @@ class DFlashRecipe:
             hidden,
             anchors,
             keep,
-            loss_type=c.loss_type,
-            gamma=c.loss_decay_gamma or None,
-            alpha=c.dpace_alpha,
+            loss_type=c.loss.loss_type,
+            gamma=c.loss.loss_decay_gamma or None,
+            alpha=c.loss.dpace_alpha,
         )
 
 
@@ -282,13 +365,13 @@ class Eagle3Recipe:
         V = target_config.vocab_size
         ec = Eagle3Config.from_target(
             target_config,
-            min(cfg.draft_vocab_size or V, V),
-            cfg.eagle_aux_hidden_state_layer_ids or None,
-            cfg.ttt_length,
+            min(cfg.model.draft_vocab_size or V, V),
+            cfg.model.eagle_aux_hidden_state_layer_ids or None,
+            cfg.model.ttt_length,
             target_digest,
         )
-        if cfg.draft_config_path:
-            ec = read_draft_config(cfg.draft_config_path, ec)
+        if cfg.model.draft_config_path:
+            ec = read_draft_config(cfg.model.draft_config_path, ec)
         self.cfg, self.model = cfg, Eagle3DraftModel(ec)
 
     @property
@@ -358,7 +441,7 @@ class DraftTrainer(TrainLoop):
         self.desc, self.events = algorithm, EventLog(self.out / "events.jsonl")
         self.prof = None  # the profiler, while --profile records
         self.ckpts = CheckpointManager(
-            self.out / "checkpoints", cfg.keep_last, format=f"mdlm_kit.draft_state.{algorithm}.v1"
+            self.out / "checkpoints", cfg.training.keep_last, format=f"mdlm_kit.draft_state.{algorithm}.v1"
         )
         self._setup(target)
 
@@ -368,14 +451,14 @@ class DraftTrainer(TrainLoop):
         state = self.ckpts.load(existing) if existing is not None else None
         if state is not None:
             hint = "Use the run's own settings (train_config.json), or start a new run."
-            saved = {RENAMED_SETTINGS.get(k, k): v for k, v in state["config"].items()}
+            saved = nest_settings(state["config"])  # a checkpoint from before the sections, or with old names
             check_resume(saved, asdict(cfg), RESUME_MAY_CHANGE, LEGACY_SETTINGS, hint)
         self.device = resolve_device(cfg.device)
         self.precision = resolve_precision(cfg.precision, self.device)
         self.scaler = make_grad_scaler(self.precision)  # fp16 on CUDA needs loss scaling; otherwise a pass-through
-        self.online = not cfg.train_hidden_states_path
+        self.online = not cfg.data.train_hidden_states_path
         # tokenised data and the draft vocabulary are cached here
-        self.cache_dir = Path(cfg.cache_dir) if cfg.cache_dir else self.out / "cache"
+        self.cache_dir = Path(cfg.data.cache_dir) if cfg.data.cache_dir else self.out / "cache"
         tconf, digest, tok = self._target_tables(target)
         self._build_model(tconf, digest, tok, fresh=state is None)
         self.optimizer = self._make_optimizer()
@@ -387,13 +470,16 @@ class DraftTrainer(TrainLoop):
     def _target_tables(self, target):
         "Load what the drafter needs of the target: the live model (online) or only its embeddings, head and config."
         cfg = self.cfg
-        if target is None and (self.online or cfg.mask_token_id == "auto"):
+        if target is None and (self.online or cfg.model.mask_token_id == "auto"):
             target = TargetModel.from_pretrained(
-                cfg.target_model_path, device=self.device, load_tokenizer=True, trust_remote_code=cfg.trust_remote_code
+                cfg.target.target_model_path,
+                device=self.device,
+                load_tokenizer=True,
+                trust_remote_code=cfg.target.trust_remote_code,
             )
         self.target = target if self.online else None
-        if cfg.chat_template and target is not None:  # a file, a name (chatml, qwen, llama3) or a Jinja string
-            target.tokenizer.chat_template = chat_template_from(cfg.chat_template)
+        if cfg.data.chat_template and target is not None:  # a file, a name (chatml, qwen, llama3) or a Jinja string
+            target.tokenizer.chat_template = chat_template_from(cfg.data.chat_template)
         if target is not None:
             self.tables, tconf, digest, tok = (
                 target.embeddings_and_head(),
@@ -405,12 +491,12 @@ class DraftTrainer(TrainLoop):
             from transformers import AutoConfig
             from mdlm_kit.drafts.targets import resolve_target, target_digest
 
-            path, gguf = resolve_target(cfg.target_model_path)
+            path, gguf = resolve_target(cfg.target.target_model_path)
             tconf = AutoConfig.from_pretrained(
-                path, trust_remote_code=cfg.trust_remote_code, **({"gguf_file": gguf} if gguf else {})
+                path, trust_remote_code=cfg.target.trust_remote_code, **({"gguf_file": gguf} if gguf else {})
             )
             self.tables = TargetEmbeddingsAndHead.from_pretrained(
-                cfg.target_model_path, cfg.embedding_key, cfg.lm_head_key
+                cfg.target.target_model_path, cfg.target.embedding_key, cfg.target.lm_head_key
             )
             digest, tok = target_digest(tconf, self.tables.embed_weight), None
         self.tables = self.tables.to(self.device)
@@ -420,33 +506,45 @@ class DraftTrainer(TrainLoop):
     def _build_model(self, tconf, digest: str, tok, fresh: bool):
         "The recipe and its drafter, initialised from the target's tables, and the training (and eval) data."
         cfg = self.cfg
-        mask_id = resolve_mask_token_id(cfg.mask_token_id, tok, self.tables.vocab_size)
-        seed_everything(cfg.seed)
+        mask_id = resolve_mask_token_id(cfg.model.mask_token_id, tok, self.tables.vocab_size)
+        seed_everything(cfg.training.seed)
         self.recipe = RECIPES[self.algorithm](cfg, tconf, mask_id, digest)
         self.recipe.init_from_tables(self.tables)
         self.model = self.recipe.model.to(self.device)
-        self.train_set, self.data_id = self._load_data(cfg.train_data_path, cfg.train_hidden_states_path, tok, digest)
+        self.train_set, self.data_id = self._load_data(
+            cfg.data.train_data_path, cfg.data.train_hidden_states_path, tok, digest
+        )
         self.eval_set = (
-            self._load_data(cfg.eval_data_path, cfg.eval_hidden_states_path, tok, digest)[0]
-            if (cfg.eval_data_path or cfg.eval_hidden_states_path)
+            self._load_data(cfg.data.eval_data_path, cfg.data.eval_hidden_states_path, tok, digest)[0]
+            if (cfg.data.eval_data_path or cfg.data.eval_hidden_states_path)
             else None
         )
         self.recipe.prepare(self.train_set, self.cache_dir, self.data_id)
-        self.n_batches = -(-len(self.train_set) // cfg.batch_size)
-        if cfg.feature_scaled_init:  # the first batch (fixed by the seed) sets the scale of the feature projection
+        self.n_batches = -(-len(self.train_set) // cfg.training.batch_size)
+        if (
+            cfg.model.feature_scaled_init
+        ):  # the first batch (fixed by the seed) sets the scale of the feature projection
             self.recipe.init_from_features(self.batch(self.train_set, self.micro_batch(0)[0])[2].cpu())
-        if cfg.ckpt_dir and fresh:  # fine-tune from a saved drafter
-            self.model.load_state_dict(type(self.model).from_pretrained(cfg.ckpt_dir).state_dict())
-        if not cfg.fp32_params and self.precision.dtype == torch.bfloat16:
+        if cfg.model.ckpt_dir and fresh:  # fine-tune from a saved drafter
+            self.model.load_state_dict(type(self.model).from_pretrained(cfg.model.ckpt_dir).state_dict())
+        if not cfg.training.fp32_params and self.precision.dtype == torch.bfloat16:
             self.model.to(torch.bfloat16)  # saves the fp32 master copy's memory; AdamW then updates bf16 weights
-        micro_total = cfg.num_epochs * self.n_batches
-        self.total_steps = cfg.max_steps or -(-micro_total // cfg.gradient_accumulation_steps)
-        self.schedule_steps = cfg.total_steps or self.total_steps
+        micro_total = cfg.training.num_epochs * self.n_batches
+        self.total_steps = cfg.training.max_steps or -(-micro_total // cfg.training.gradient_accumulation_steps)
+        self.schedule_steps = cfg.training.total_steps or self.total_steps
 
     def _make_optimizer(self):
         "The configured optimizer over the drafter's parameters, with the reference trainers' betas and eps."
-        c = self.cfg
-        return make_optimizer(self.model, c.learning_rate, c.weight_decay, (0.9, 0.999), 1e-8, c.optimizer, self.device)
+        t = self.cfg.training
+        return make_optimizer(
+            self.model,
+            t.learning_rate,
+            t.weight_decay,
+            (0.9, 0.999),
+            1e-8,
+            t.optimizer,
+            self.device,
+        )
 
     def _check_same_run(self, state: dict, digest: str):
         "Refuse to resume against another target, or on other data (or features)."
@@ -463,7 +561,8 @@ class DraftTrainer(TrainLoop):
             )
 
     def intervals(self):
-        return self.cfg.log_interval, self.cfg.eval_interval, self.cfg.save_interval
+        t = self.cfg.training
+        return t.log_interval, t.eval_interval, t.save_interval
 
     def evaluates(self) -> bool:
         return self.eval_set is not None
@@ -472,7 +571,7 @@ class DraftTrainer(TrainLoop):
         return "eval " + _fmt(ev)
 
     def _load_data(self, data_path, features_path, tok, digest):
-        c = self.cfg
+        d = self.cfg.data
         if features_path:
             ds = HiddenStates(features_path).check(self.recipe.layer_ids, digest)
             samples = [i for i in range(len(ds)) if int(ds[i]["loss_mask"].sum()) >= self.recipe.min_loss_tokens()]
@@ -486,14 +585,14 @@ class DraftTrainer(TrainLoop):
         data = build_chat_dataset(
             data_path,
             tok,
-            c.max_length,
-            c.train_only_last_turn,
-            c.is_preformatted,
+            d.max_length,
+            d.train_only_last_turn,
+            d.is_preformatted,
             cache_dir=self.cache_dir,
             min_loss_tokens=self.recipe.min_loss_tokens(),
             log=self.log,
         )
-        return data, "chat:" + dataset_key(data_path, tok, c.max_length, c.train_only_last_turn, c.is_preformatted)
+        return data, "chat:" + dataset_key(data_path, tok, d.max_length, d.train_only_last_turn, d.is_preformatted)
 
     def batch(self, data, indices, pad_id: int = 0):
         "Right-padded input_ids, loss_mask and target features (computed now when online) for samples `indices`."
@@ -519,19 +618,20 @@ class DraftTrainer(TrainLoop):
         return ids, lm, hid
 
     def _order(self, epoch: int):
-        g = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + epoch)
+        g = torch.Generator().manual_seed(self.cfg.training.seed * 1_000_003 + epoch)
         return torch.randperm(len(self.train_set), generator=g, device="cpu").tolist()
 
     def micro_batch(self, m: int):
         "Indices and anchor seeds of micro-batch `m` (counted from the start of training)."
         epoch, b = divmod(m, self.n_batches)
-        idx = self._order(epoch)[b * self.cfg.batch_size : (b + 1) * self.cfg.batch_size]
-        return idx, [self.cfg.seed * 7_919 + epoch * 1_000_003 + i for i in idx]
+        idx = self._order(epoch)[b * self.cfg.training.batch_size : (b + 1) * self.cfg.training.batch_size]
+        return idx, [self.cfg.training.seed * 7_919 + epoch * 1_000_003 + i for i in idx]
 
     def train_step(self) -> dict:
-        c, A = self.cfg, self.cfg.gradient_accumulation_steps
-        warmup = c.warmup_steps or max(1, int(c.warmup_ratio * self.schedule_steps))
-        lr = self.set_lr(lr_schedule(self.step, c.learning_rate, warmup, self.schedule_steps))
+        t = self.cfg.training
+        A = t.gradient_accumulation_steps
+        warmup = t.warmup_steps or max(1, int(t.warmup_ratio * self.schedule_steps))
+        lr = self.set_lr(lr_schedule(self.step, t.learning_rate, warmup, self.schedule_steps))
         self.model.train()
         num, den, agg = 0.0, 0.0, {}
         for a in range(A):
@@ -542,8 +642,8 @@ class DraftTrainer(TrainLoop):
             self.scaler.scale(out["numerator"]).backward()
             num, den = _accumulate(agg, out, num, den)
         if not math.isfinite(num) or den <= 0:
-            return self.skip_or_stop(f"{num}/{den}", lr, c.skip_nonfinite)
-        gn = self.update(c.max_grad_norm, divide_by=den)  # the loss of the whole step: sum of numerators / sum of den
+            return self.skip_or_stop(f"{num}/{den}", lr, t.skip_nonfinite)
+        gn = self.update(t.max_grad_norm, divide_by=den)  # the loss of the whole step: sum of numerators / sum of den
         return {"loss": num / den, "lr": lr, "grad_norm": gn, **summarize(agg, self.recipe.name)}
 
     @torch.no_grad()
@@ -555,8 +655,8 @@ class DraftTrainer(TrainLoop):
         self.model.eval()
         agg, num, den = {}, 0.0, 0.0
         n = min(len(self.eval_set), max_samples)
-        for i in range(0, n, self.cfg.batch_size):
-            idx = list(range(i, min(i + self.cfg.batch_size, n)))
+        for i in range(0, n, self.cfg.training.batch_size):
+            idx = list(range(i, min(i + self.cfg.training.batch_size, n)))
             ids, lm, hid = self.batch(self.eval_set, idx)
             with autocast(self.precision):
                 out = self.recipe.loss(self.tables, ids, lm, hid, [10_007 + j for j in idx])
