@@ -52,6 +52,8 @@ test-fast: install browser lint
 lint: install
 	$(BIN)/ruff format --check nbs tests tools bench
 	$(BIN)/ruff check nbs tests tools bench
+	@# the generated package on its own: no unused or undefined names (the notebooks' test cells import what they use)
+	$(BIN)/ruff check --isolated --select F401,F811,F821,F841 --exclude mdlm_kit/_modidx.py mdlm_kit
 
 pytest: install
 	$(BIN)/python -m pytest -q -ra tests

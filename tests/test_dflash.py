@@ -281,6 +281,30 @@ def test_structured_backend_trains_like_sdpa(tiny, tmp_path):
     assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(ga, gb))  # the same gradients
 
 
+def test_flex_attention_on_a_cpu_gives_the_sdpa_loss_and_refuses_to_train(tiny, tmp_path):
+    "On a CPU flex_attention runs PyTorch's reference path (no backward there): the same loss, and a clear refusal."
+    from mdlm_kit.core.config import ConfigError
+    from mdlm_kit.drafts.dflash import dflash_forward, sample_anchors
+
+    tgt, chat, _ = tiny
+    quiet = dict(target=tgt, progress=False, log=lambda *a: None)
+    tr = DraftTrainer(_cfg(chat), tmp_path / "a", **quiet)
+    idx, seeds = tr.micro_batch(0)
+    ids, lm, hid = tr.batch(tr.train_set, idx)
+    anchors, keep = sample_anchors(lm, tr.cfg.loss.num_anchors, seeds)
+    keep = keep.clone()
+    keep[0, 1] = False  # a dropped block: its rows attend to nothing
+    with torch.no_grad():
+        out = {
+            b: dflash_forward(tr.model, tr.tables, ids, lm, hid, anchors, keep, backend=b)
+            for b in ("sdpa", "flex_attention")
+        }
+    assert torch.isfinite(out["flex_attention"]["numerator"])
+    assert float(out["flex_attention"]["numerator"]) == pytest.approx(float(out["sdpa"]["numerator"]), rel=1e-5)
+    with pytest.raises(ConfigError, match="cannot train on a CPU.*--attention-backend sdpa"):
+        DraftTrainer(_cfg(chat, attention_backend="flex_attention"), tmp_path / "b", **quiet)
+
+
 def test_saved_drafter_has_the_reference_layout_and_the_first_layout_still_loads(tmp_path):
     """Names and config fields the DFlash reference loader reads (z-lab/dflash model/dflash.py at a3516f8: a
     Qwen3PreTrainedModel with fc, hidden_norm, norm, layers.i.{input,post_attention}_layernorm,

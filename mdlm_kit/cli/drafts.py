@@ -7,7 +7,6 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/draft_cli.html.md"""
 # %% ../../nbs/16_draft_cli.ipynb #7684a36d
 from __future__ import annotations
 import argparse, json
-from pathlib import Path
 from ..drafts.train import DraftTrainConfig, DraftTrainer
 from ..drafts.dflash import build_target_layer_ids
 from ..core.config import ConfigError

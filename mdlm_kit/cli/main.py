@@ -8,12 +8,11 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/cli.html.md"""
 from __future__ import annotations
 import argparse, json, sys
 from pathlib import Path
-from ..core.checkpoint import CheckpointError, atomic_write_text
-from ..core.config import ConfigError, ExperimentConfig, apply_overrides, load_config, to_toml
+from ..core.checkpoint import atomic_write_text
+from ..core.config import ExperimentConfig, apply_overrides, load_config, to_toml
 from ..text.data import DataError, PackedData, known_word_fraction, prepare_data
 from ..core.device import KitError, inference_precision, resolve_device
-from ..text.tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
-from ..mdlm.model import DiffusionTransformer
+from ..text.tokenizer import tokenizer_sha256
 from ..mdlm.diffusion import text_ar_nll, text_elbo
 from ..mdlm.sampling import SAMPLERS, ar_generate, decode, generate, load_inference, objective_of
 from ..mdlm.train import Trainer, TrainingError, score_split

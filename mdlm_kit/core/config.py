@@ -6,7 +6,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/config.html.md"""
 
 # %% ../../nbs/01_config.ipynb #8243f300
 from __future__ import annotations
-import dataclasses, difflib, json, math, tomllib
+import difflib, json, math, tomllib
 from dataclasses import dataclass, field, fields, asdict
 from pathlib import Path
 from typing import Any

@@ -6,9 +6,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/dflash.html.md"""
 
 # %% ../../nbs/12_dflash.ipynb #1ebb5a4f
 from __future__ import annotations
-import math
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import NamedTuple
 import torch
 import torch.nn as nn
@@ -268,8 +266,10 @@ def _attend_structured(q, k, v, st: BlockStructure):
 _FLEX = {}
 
 
-def _flex_attention():
-    "flex_attention compiled once: uncompiled it is PyTorch's reference path, which materialises every score."
+def _flex_attention(device_type: str = "cuda"):
+    """flex_attention, compiled once for CUDA (uncompiled it is PyTorch's reference path, which materialises every
+    score). On a CPU or MPS the reference path is used: there the compiled kernel cannot train, and on a CPU it gave
+    NaN rows at random in inference (torch 2.13)."""
     if "fn" not in _FLEX:
         try:
             from torch.nn.attention.flex_attention import flex_attention
@@ -278,8 +278,9 @@ def _flex_attention():
                 f"attention_backend 'flex_attention' needs torch >= 2.5 (this is {torch.__version__}); "
                 "use 'sdpa' or 'structured'."
             ) from None
+        _FLEX["ref"] = flex_attention
         _FLEX["fn"] = torch.compile(flex_attention, dynamic=False)
-    return _FLEX["fn"]
+    return _FLEX["fn"] if device_type == "cuda" else _FLEX["ref"]
 
 
 def _attend(q, k, v, mask, backend: str):
@@ -290,7 +291,8 @@ def _attend(q, k, v, mask, backend: str):
     if (
         backend == "flex_attention"
     ):  # one dtype for all three: under autocast q, k leave the fp32 RMSNorm, v a bf16 matmul
-        return _flex_attention()(q.to(v.dtype), k.to(v.dtype), v, block_mask=mask)  # empty rows come out as 0
+        flex = _flex_attention(q.device.type)
+        return flex(q.to(v.dtype), k.to(v.dtype), v, block_mask=mask)  # empty rows come out as 0
     any_key = mask.any(-1, keepdim=True)  # (B, Q, 1)
     safe = (mask | ~any_key)[:, None]  # an empty row attends everywhere, then is zeroed
     if backend == "sdpa":

@@ -6,9 +6,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/eagle3.html.md"""
 
 # %% ../../nbs/13_eagle3.ipynb #bd59c716
 from __future__ import annotations
-import hashlib, json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -454,6 +454,11 @@ class DraftTrainer(TrainLoop):
             saved = nest_settings(state["config"])  # a checkpoint from before the sections, or with old names
             check_resume(saved, asdict(cfg), RESUME_MAY_CHANGE, LEGACY_SETTINGS, hint)
         self.device = resolve_device(cfg.device)
+        if cfg.model.attention_backend == "flex_attention" and self.device.type == "cpu":
+            raise ConfigError(
+                "--attention-backend flex_attention cannot train on a CPU: PyTorch has no flex_attention backward "
+                "there. Use --attention-backend sdpa (or structured, which saves the dense mask's memory)."
+            )
         self.precision = resolve_precision(cfg.precision, self.device)
         self.scaler = make_grad_scaler(self.precision)  # fp16 on CUDA needs loss scaling; otherwise a pass-through
         self.online = not cfg.data.train_hidden_states_path

@@ -7,7 +7,6 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/model.html.md"""
 # %% ../../nbs/05_model.ipynb #f75d2f0a
 from __future__ import annotations
 import math
-from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

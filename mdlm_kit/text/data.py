@@ -7,7 +7,6 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/data.html.md"""
 # %% ../../nbs/04_data.ipynb #ef577319
 from __future__ import annotations
 import ast, hashlib, json, re, sysconfig
-from dataclasses import dataclass
 from pathlib import Path
 import numpy as np
 import torch

@@ -335,6 +335,4 @@ def elbo_weight_figure(t_min: float = 0.02):
 
 def elbo_weight_explorer(t_min: float = 0.02):
     "A slider for the smallest time shown."
-    import ipywidgets as W
-
     return _interact(elbo_weight_figure, t_min=_float_slider(t_min, 0.001, 0.5, 0.001, "t min"))
