@@ -82,6 +82,17 @@ class TrainLoop:
     def one_step(self) -> dict:
         return self.train_step()
 
+    def accumulate(self, n_micro: int, micro_loss) -> tuple[float, float]:
+        """Back-propagate `n_micro` micro-batches. `micro_loss(a)` gives micro-batch `a`'s loss (a tensor) and what the
+        step's loss is divided by for it (0 when the loss is already normalised). The losses and divisors, summed."""
+        total, divisor = 0.0, 0.0
+        for a in range(n_micro):
+            loss, div = micro_loss(a)
+            self.scaler.scale(loss).backward()  # gradients add up over the micro-batches
+            total += loss.item()
+            divisor += div
+        return total, divisor
+
     def set_lr(self, lr: float) -> float:
         for group in self.optimizer.param_groups:
             group["lr"] = lr

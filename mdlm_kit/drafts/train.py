@@ -638,14 +638,17 @@ class DraftTrainer(TrainLoop):
         warmup = t.warmup_steps or max(1, int(t.warmup_ratio * self.schedule_steps))
         lr = self.set_lr(lr_schedule(self.step, t.learning_rate, warmup, self.schedule_steps))
         self.model.train()
-        num, den, agg = 0.0, 0.0, {}
-        for a in range(A):
+        agg = {}
+
+        def micro_loss(a):  # the recipe's numerator; the step's loss divides it by the summed denominators
             idx, seeds = self.micro_batch(self.step * A + a)
             ids, lm, hid = self.batch(self.train_set, idx)
             with autocast(self.precision):
                 out = self.recipe.loss(self.tables, ids, lm, hid, seeds)
-            self.scaler.scale(out["numerator"]).backward()
-            num, den = _accumulate(agg, out, num, den)
+            _collect(agg, out)
+            return out["numerator"], float(out["denominator"])
+
+        num, den = self.accumulate(A, micro_loss)
         if not math.isfinite(num) or den <= 0:
             return self.skip_or_stop(f"{num}/{den}", lr, t.skip_nonfinite)
         gn = self.update(t.max_grad_norm, divide_by=den)  # the loss of the whole step: sum of numerators / sum of den
@@ -665,7 +668,8 @@ class DraftTrainer(TrainLoop):
             ids, lm, hid = self.batch(self.eval_set, idx)
             with autocast(self.precision):
                 out = self.recipe.loss(self.tables, ids, lm, hid, [10_007 + j for j in idx])
-            num, den = _accumulate(agg, out, num, den)
+            _collect(agg, out)
+            num, den = num + out["numerator"].item(), den + float(out["denominator"])
         return {"loss": num / max(den, 1e-12), **summarize(agg, self.recipe.name)}
 
     def train_record(self, recs: list[dict], seconds: float) -> dict:
@@ -746,12 +750,11 @@ class DraftTrainer(TrainLoop):
         return rec
 
 
-def _accumulate(agg: dict, out: dict, num: float, den: float) -> tuple[float, float]:
-    "Add one micro-batch's loss parts to the running numerator/denominator and its metric sums to `agg`."
+def _collect(agg: dict, out: dict):
+    "Add one micro-batch's metric sums (all but the loss parts) to `agg`."
     for k, v in out.items():
         if k not in ("numerator", "denominator"):
             agg[k] = agg.get(k, 0) + v.detach().cpu()
-    return num + out["numerator"].item(), den + float(out["denominator"])
 
 
 class _FeatureView:

@@ -231,20 +231,22 @@ def train_step(self: Trainer) -> dict:
     g = torch.Generator().manual_seed(tc.seed * 1_000_003 + self.step)
     t = sample_times(B * A, tc.sampling_eps, tc.antithetic_sampling, generator=g)
     lr = self.set_lr(lr_schedule(self.step, tc.learning_rate, tc.warmup_steps, tc.max_steps, tc.min_lr, tc.decay_steps))
-    loss, n_masked, n_correct = 0.0, 0, 0
+    counts = {"n_masked": 0, "n_correct": 0}
     self.model.train()
-    for a in range(A):
+
+    def micro_loss(a):  # already divided by the step's B * A * T tokens: nothing left to divide
         x = self.data.batch("train", self.sampler.indices(self.step * A + a)).to(dev, non_blocking=True)
         with autocast(self.precision), sdpa_context(dev, self.cfg.forbid_math_sdpa):
             out = self._loss(x, t[a * B : (a + 1) * B], B * A * T, g)
-        self.scaler.scale(out["loss"]).backward()
-        loss += out["loss"].item()
-        n_masked += out["n_masked"]
-        n_correct += out["n_correct"]
+        for k in counts:
+            counts[k] += out[k]
+        return out["loss"], 0.0
+
+    loss, _ = self.accumulate(A, micro_loss)
     if not math.isfinite(loss):
         return self.skip_or_stop(str(loss), lr, tc.skip_nonfinite)
     gn = self.update(tc.max_grad_norm)
-    return {"loss": loss, "lr": lr, "grad_norm": gn, "masked_acc": n_correct / max(n_masked, 1)}
+    return {"loss": loss, "lr": lr, "grad_norm": gn, "masked_acc": counts["n_correct"] / max(counts["n_masked"], 1)}
 
 # %% ../../nbs/08_train.ipynb #6ba0c486
 @patch
