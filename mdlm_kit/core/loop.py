@@ -6,10 +6,12 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/loop.html.md"""
 
 # %% ../../nbs/02b_loop.ipynb #f0057c49
 from __future__ import annotations
+import json
 import math
 import time
 from pathlib import Path
 import torch
+from fastcore.basics import patch
 from .checkpoint import CheckpointError, append_jsonl, atomic_write_text, trim_events
 from .config import ConfigError, config_mismatches
 from .device import KitError, get_rng_state, memory_stats, set_rng_state, synchronize
@@ -48,8 +50,6 @@ class EventLog:
 
     def read(self, kind: str | None = None) -> list[dict]:
         "The records (of one kind), in order."
-        import json
-
         if not self.path.exists():
             return []
         recs = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
@@ -124,9 +124,6 @@ class TrainLoop:
         self.optimizer.zero_grad(set_to_none=True)
         self.step += 1
         return float(norm)
-
-# %% ../../nbs/02b_loop.ipynb #2c012217
-from fastcore.basics import patch
 
 # %% ../../nbs/02b_loop.ipynb #cdbda301
 @patch
