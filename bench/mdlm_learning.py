@@ -21,6 +21,7 @@ result (curves, unigram entropy, time-to-quality) goes to `--out` as JSON; lesso
 import argparse, hashlib, json, math, tempfile, time
 from pathlib import Path
 import torch
+from mdlm_kit.core.checkpoint import read_events
 from mdlm_kit.core.config import apply_overrides, load_config, to_dict
 from mdlm_kit.text.data import PackedData, prepare_data
 from mdlm_kit.mdlm.diffusion import ar_nll, elbo_bound
@@ -62,7 +63,7 @@ def from_quickstart(run: Path, target: float | None) -> dict:
     tok_per_char = data.meta["n_val_blocks"] * data.block_size / data.n_chars("val")
     curves = {}
     for name, d in (("mdlm", run), ("ar", run / "ar")):
-        evs = [json.loads(l) for l in (d / "events.jsonl").read_text().splitlines() if l.strip()]
+        evs = read_events(d / "events.jsonl")
         t0 = next(e["time"] for e in evs if e["event"] in ("start", "resume"))
         curves[name] = [
             {

@@ -8,7 +8,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/cli.html.md"""
 from __future__ import annotations
 import argparse, json, sys
 from pathlib import Path
-from ..core.checkpoint import atomic_write_text
+from ..core.checkpoint import atomic_write_text, read_events
 from ..core.config import ExperimentConfig, apply_overrides, load_config, to_toml
 from ..text.data import DataError, PackedData, known_word_fraction, prepare_data
 from ..core.device import KitError, inference_precision, resolve_device
@@ -175,12 +175,7 @@ def cmd_eval(args):
 
 
 def _finished(out: Path, args) -> bool:
-    events = out / "events.jsonl"
-    return (
-        events.is_file()
-        and not args.max_steps
-        and any('"event": "complete"' in l for l in events.read_text().splitlines())
-    )
+    return not args.max_steps and bool(read_events(out / "events.jsonl", "complete"))
 
 
 def _train_or_reuse(cfg, out: Path, args, label: str):
@@ -286,10 +281,8 @@ def cmd_quickstart(args):
         raise
     model, tok = load_inference(out / "inference", args.device)
     print("\nValidation ELBO bound (nats/token) as training went:")
-    for l in (out / "events.jsonl").read_text().splitlines():
-        e = json.loads(l)
-        if e["event"] == "validation":
-            print(f"  step {e['step']:>5}: {e['elbo_nats_per_token']:.3f}")
+    for e in read_events(out / "events.jsonl", "validation"):
+        print(f"  step {e['step']:>5}: {e['elbo_nats_per_token']:.3f}")
     data = PackedData(cfg.data.data_dir or out / "data")
     words = data.words("train")
     for title, prompt, sampler, steps, bl, top_k in QUICKSTART_SAMPLES:

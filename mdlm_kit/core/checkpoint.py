@@ -15,8 +15,8 @@ from .device import KitError
 
 # %% auto #0
 __all__ = ['TRAINING_STATE_FORMAT', 'CheckpointError', 'atomic_write', 'atomic_write_text', 'atomic_torch_save',
-           'safe_torch_load', 'CheckpointManager', 'resume_point', 'trim_events', 'append_jsonl', 'repair_jsonl',
-           'exchange_paths', 'clean_model_dir_leftovers', 'save_model_dir', 'load_model_dir']
+           'safe_torch_load', 'CheckpointManager', 'resume_point', 'read_events', 'trim_events', 'append_jsonl',
+           'repair_jsonl', 'exchange_paths', 'clean_model_dir_leftovers', 'save_model_dir', 'load_model_dir']
 
 # %% ../../nbs/02_checkpoint.ipynb #f008cfb8
 class CheckpointError(KitError, RuntimeError):
@@ -157,11 +157,11 @@ def resume_point(
     return latest
 
 
-def trim_events(path: str | Path, step: int):
-    "Rewrite the event log `path` for a run continuing from `step`: keep start/resume markers and events up to `step`."
+def read_events(path: str | Path, kind: str | None = None) -> list[dict]:
+    "The records of the event log `path` (of one `kind`), in order; a torn last line is left out, other damage refused."
     path = Path(path)
     if not path.exists():
-        return
+        return []
     lines = [l for l in path.read_text().splitlines() if l.strip()]
     events = []
     for i, line in enumerate(lines):
@@ -174,6 +174,15 @@ def trim_events(path: str | Path, step: int):
                 f"{str(path)!r} line {i + 1} is not JSON; the log was edited or damaged. Repair or "
                 "remove that line, then resume."
             ) from None
+    return [e for e in events if kind is None or e.get("event") == kind]
+
+
+def trim_events(path: str | Path, step: int):
+    "Rewrite the event log `path` for a run continuing from `step`: keep start/resume markers and events up to `step`."
+    path = Path(path)
+    if not path.exists():
+        return
+    events = read_events(path)
     keep = [e for e in events if e.get("event") in ("start", "resume") or (step > 0 and e.get("step", 0) <= step)]
     atomic_write_text(path, "".join(json.dumps(e) + "\n" for e in keep))
 

@@ -6,13 +6,12 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/loop.html.md"""
 
 # %% ../../nbs/02b_loop.ipynb #f0057c49
 from __future__ import annotations
-import json
 import math
 import time
 from pathlib import Path
 import torch
 from fastcore.basics import patch
-from .checkpoint import CheckpointError, append_jsonl, atomic_write_text, trim_events
+from .checkpoint import CheckpointError, append_jsonl, atomic_write_text, read_events, trim_events
 from .config import ConfigError, config_mismatches
 from .device import KitError, get_rng_state, memory_stats, set_rng_state, synchronize
 
@@ -49,11 +48,8 @@ class EventLog:
         return rec
 
     def read(self, kind: str | None = None) -> list[dict]:
-        "The records (of one kind), in order."
-        if not self.path.exists():
-            return []
-        recs = [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
-        return [r for r in recs if kind is None or r["event"] == kind]
+        "The records (of one kind), in order (`read_events`)."
+        return read_events(self.path, kind)
 
     def trim(self, step: int):
         "Before a resume from `step`: drop the records after it (they will be written again)."

@@ -8,16 +8,13 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/drafter_recipes.html.md"""
 __all__ = ['eval_curve', 'plot_position_accuracy']
 
 # %% ../../nbs/18_drafter_recipes.ipynb #3892cc3e
-import json
 from pathlib import Path
+from ..core.checkpoint import read_events
 
 
 def eval_curve(run_dir) -> list[dict]:
     "The eval events of a drafter run (step, acc, tau, acc_by_position)."
-    p = Path(run_dir) / "events.jsonl"
-    if not p.is_file():
-        return []
-    return [e for e in map(json.loads, p.read_text().splitlines()) if e.get("event") == "eval"]
+    return read_events(Path(run_dir) / "events.jsonl", "eval")
 
 
 def plot_position_accuracy(runs: dict, ax=None):
