@@ -14,10 +14,10 @@ from ..text.tokenizer import tokenizer_sha256
 from ..core.device import KitError
 
 # %% auto #0
-__all__ = ['ROLE_ALIASES', 'PROMPT_TEMPLATES', 'WRITING_TOPICS', 'WRITING_TEMPLATES', 'HELDOUT_PROMPTS', 'ChatDataError',
-           'normalize_conversation', 'load_conversations', 'has_generation_tags', 'assistant_markers',
-           'tokenize_conversation', 'tokenize_preformatted', 'dataset_key', 'build_chat_dataset', 'embedded_prompts',
-           'heldout_prompts', 'regenerate_conversations']
+__all__ = ['ROLE_ALIASES', 'PROMPT_TEMPLATES', 'WRITING_TOPICS', 'WRITING_TEMPLATES', 'CODE_TASKS', 'CODE_LANGUAGES',
+           'HELDOUT_PROMPTS', 'ChatDataError', 'normalize_conversation', 'load_conversations', 'has_generation_tags',
+           'assistant_markers', 'tokenize_conversation', 'tokenize_preformatted', 'dataset_key', 'build_chat_dataset',
+           'embedded_prompts', 'heldout_prompts', 'regenerate_conversations']
 
 # %% ../../nbs/11_chat_data.ipynb #b2df14e2
 class ChatDataError(KitError, ValueError):
@@ -325,12 +325,29 @@ WRITING_TEMPLATES = (
     "Write a four-line poem about {}.",
     "Describe {} in three sentences.",
     "Write the opening of a short story about {}.",
+    "Write a short letter to a friend about {}.",
+    "List three tips for someone interested in {}.",
+    "Write a limerick about {}.",
 )
+CODE_TASKS = (
+    "sort a list of numbers",
+    "remove duplicates from a list",
+    "read a text file line by line",
+    "count the words in a string",
+    "find the largest number in a list",
+    "check whether a number is prime",
+    "join two lists",
+    "turn a string into upper case",
+)
+CODE_LANGUAGES = ("Python", "JavaScript", "C", "bash")
 
 
 def _general_prompts(rng: random.Random) -> list[str]:
-    "Writing prompts over everyday topics, arithmetic word problems and small reasoning puzzles."
+    "Writing prompts over everyday topics, coding tasks in four languages, arithmetic and small reasoning puzzles."
     out = [t.format(s) for s in WRITING_TOPICS for t in WRITING_TEMPLATES]
+    for task in CODE_TASKS:
+        for lang in CODE_LANGUAGES:
+            out += [f"Show how to {task} in {lang}.", f"In {lang}, how would you {task}? Explain briefly."]
     names = ("Ana", "Ben", "Chloe", "Dev", "Eli", "Farah", "Gus", "Hana")
     items = ("apples", "pencils", "books", "tickets", "cookies", "stamps")
     for _ in range(120):
@@ -342,6 +359,10 @@ def _general_prompts(rng: random.Random) -> list[str]:
             f"What is {a} times {b}, minus {c}? Show your working.",
             f"{x} is taller than {y}, and {y} is taller than {z}. Who is the shortest, and why?",
             f"If {b} workers need {a} hours for a job, how long would {b * 2} workers need? Explain.",
+            f"Work out {5 * c} percent of {10 * a}.",
+            f"Solve for x: {b}x - {c} = {b * a - c}.",
+            f"A rectangle is {a} cm long and {b} cm wide. What are its area and perimeter?",
+            f"A bus leaves at {b}:{5 * c:02d} and the trip takes {a} minutes. When does it arrive?",
         ]
     return out
 
