@@ -1,0 +1,185 @@
+"""The CPU drafter recipe as one timed command: self-distilled answers, features for both drafters, then DFlash (with
+the D-PACE loss) and EAGLE-3 trained side by side; the wall and CPU time of every stage, the data sizes, and the
+drafters' held-out curves, written to one JSON file.
+
+    python bench/drafter_recipe.py --output-dir runs/r2        # SmolLM2-135M-Instruct: about 80 minutes here
+    python bench/drafter_recipe.py --collect runs/r2           # only rebuild the JSON from a finished run
+
+Every stage is an `mdlm-kit` command in a child process (the same commands as `nbs/18_drafter_recipes.ipynb`). Its
+wall time is measured around it; its CPU time is the children's user + system time (`resource.getrusage`), so it
+counts both cores. The two trainers run at the same time with one thread each (`OMP_NUM_THREADS=1`): on two cores
+that is faster than one after the other with two threads each. The stage times go to `RUN/recipe_times.json` as each
+stage ends, so `--collect` can rebuild the summary later. Run it with nothing else on the cores."""
+
+import argparse, json, os, resource, subprocess, sys, time
+from pathlib import Path
+
+FEATURES = (
+    "hidden-states --target {target} --data {run}/chat/{split}.jsonl --block-size {block_size} "
+    "--output {run}/feats/{split} --no-progress",
+    "hidden-states --target {target} --data {run}/chat/{split}.jsonl --layers {eagle3_layers} --block-size 1 "
+    "--output {run}/feats3/{split} --no-progress",
+)
+DFLASH = (
+    "train-dflash --target-model-path {target} --train-hidden-states-path {run}/feats/train "
+    "--eval-hidden-states-path {run}/feats/eval --output-dir {run}/dflash --block-size {block_size} --loss-type dpace "
+    "--learning-rate 1e-3 --num-anchors 16 --batch-size 4 --max-steps {dflash_steps} --eval-interval {dflash_eval} "
+    "--save-interval 50 --no-progress"
+)
+EAGLE3 = (
+    "train-eagle3 --target-model-path {target} --train-hidden-states-path {run}/feats3/train "
+    "--eval-hidden-states-path {run}/feats3/eval --output-dir {run}/eagle3 --batch-size 4 --ttt-length 4 "
+    "--eagle-aux-hidden-state-layer-ids {eagle3_aux} --learning-rate 1e-3 --max-steps {eagle3_steps} "
+    "--eval-interval {eagle3_eval} --save-interval 25 --no-progress"
+)
+DATA = (
+    "make-chat-data --target {target} --num-prompts {num_prompts} --max-new-tokens {max_new_tokens} "
+    "--batch-size {gen_batch_size} --temperature {temperature} --output {run}/chat/all.jsonl --no-progress"
+)
+
+
+def _cpu_children() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _kit(cmd: str, env=None, log=None) -> subprocess.Popen:
+    "Start `mdlm-kit CMD` (the console script beside this Python)."
+    exe = Path(sys.executable).with_name("mdlm-kit")
+    return subprocess.Popen([str(exe), *cmd.split()], env=env, stdout=log, stderr=subprocess.STDOUT if log else None)
+
+
+def _wait(*procs):
+    for p in procs:
+        if p.wait() != 0:
+            raise SystemExit(f"failed: mdlm-kit {' '.join(p.args[1:])}")
+
+
+def _stage(name, run: Path, fn):
+    "Run one stage; book its wall and CPU time in RUN/recipe_times.json."
+    t0, c0 = time.perf_counter(), _cpu_children()
+    fn()
+    wall, cpu = time.perf_counter() - t0, _cpu_children() - c0
+    times = run / "recipe_times.json"
+    book = json.loads(times.read_text()) if times.is_file() else {}
+    book[name] = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
+    times.write_text(json.dumps(book, indent=1) + "\n")
+    print(f"{name}: {wall / 60:.1f} min wall, {cpu / 60:.1f} CPU-min", flush=True)
+
+
+def _split(run: Path, n_eval: int):
+    "The last n_eval answers are held out."
+    rows = (run / "chat/all.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    (run / "chat/train.jsonl").write_text("".join(rows[:-n_eval]), encoding="utf-8")
+    (run / "chat/eval.jsonl").write_text("".join(rows[-n_eval:]), encoding="utf-8")
+
+
+def _features(f):
+    for split in ("train", "eval"):
+        for cmd in FEATURES:
+            _wait(_kit(cmd.format(**f, split=split)))
+
+
+def _train_both(f, run: Path):
+    "DFlash and EAGLE-3 at once, one thread each."
+    one = os.environ | {"OMP_NUM_THREADS": "1"}
+    with open(run / "dflash.log", "w") as d, open(run / "eagle3.log", "w") as e:
+        _wait(_kit(DFLASH.format(**f), one, d), _kit(EAGLE3.format(**f), one, e))
+
+
+def run_recipe(a, run: Path):
+    "The stages, each timed."
+    f = vars(a) | {"run": run, "eagle3_aux": a.eagle3_layers.rsplit(",", 1)[0]}  # the last layer is for the labels
+    (run / "chat").mkdir(parents=True, exist_ok=True)
+    _stage("data", run, lambda: _wait(_kit(DATA.format(**f))))
+    _split(run, a.eval_prompts)
+    _stage("features", run, lambda: _features(f))
+    _stage("training", run, lambda: _train_both(f, run))
+
+
+def _sizes(feats: Path) -> dict:
+    "Conversations, tokens and supervised tokens in a features directory (ids and masks only)."
+    from safetensors import safe_open
+
+    idx = json.loads((feats / "index.json").read_text())
+    n_tok = n_sup = 0
+    for sh in idx["shards"]:
+        with safe_open(str(feats / sh["file"]), "pt") as f:
+            for k in f.keys():
+                if k.endswith(".input_ids"):
+                    n_tok += f.get_slice(k).get_shape()[-1]
+                elif k.endswith(".loss_mask"):
+                    n_sup += int(f.get_tensor(k).sum())
+    return {"conversations": idx["n_samples"], "tokens": n_tok, "supervised_tokens": n_sup}
+
+
+def collect(run: Path, command: str) -> dict:
+    "The summary of a finished recipe run."
+    from mdlm_kit.core.checkpoint import read_events
+
+    out = {"command": command, "run": str(run)}
+    times = run / "recipe_times.json"
+    out["stages"] = json.loads(times.read_text()) if times.is_file() else {}
+    out["train_data"] = _sizes(run / "feats3/train")
+    out["eval_data"] = _sizes(run / "feats3/eval")
+    for name in ("dflash", "eagle3"):
+        ev = read_events(run / name / "events.jsonl", "eval")
+        steps = read_events(run / name / "events.jsonl", "train")
+        out[name] = {
+            "steps": ev[-1]["step"] if ev else 0,
+            "train_minutes": round((steps[-1]["time"] - steps[0]["time"]) / 60, 1) if len(steps) > 1 else None,
+            "curve": [
+                {
+                    "step": e["step"],
+                    "acc": round(e["acc"], 4),
+                    "tau": round(e["tau"], 3),
+                    "acc_by_position": e["acc_by_position"],
+                }
+                for e in ev
+            ],
+        }
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", default="smollm2")
+    ap.add_argument("--output-dir", default="runs/recipe")
+    ap.add_argument("--collect", default="", help="only summarise this finished run")
+    ap.add_argument(
+        "--num-prompts", type=int, default=1200, help="answers to generate (the last --eval-prompts held out)"
+    )
+    ap.add_argument("--eval-prompts", type=int, default=40)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--gen-batch-size", type=int, default=48)
+    ap.add_argument("--temperature", type=float, default=0.0, help="0: greedy answers, as decoding is measured")
+    ap.add_argument("--block-size", type=int, default=8, help="DFlash block")
+    ap.add_argument("--eagle3-layers", default="1,14,26,29", help="EAGLE-3's three feature layers and the last")
+    ap.add_argument("--dflash-steps", type=int, default=1100)
+    ap.add_argument("--eagle3-steps", type=int, default=500)
+    ap.add_argument("--dflash-eval", type=int, default=100)
+    ap.add_argument("--eagle3-eval", type=int, default=50)
+    ap.add_argument("--output", default="bench/results/drafter_recipe.json")
+    a = ap.parse_args()
+    run = Path(a.collect or a.output_dir)
+    if not a.collect:
+        run_recipe(a, run)
+    summary = collect(run, "python " + " ".join(sys.argv))
+    Path(a.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.output).write_text(json.dumps(summary, indent=1) + "\n")
+    s = summary["stages"]
+    if s:
+        print(
+            "stages:",
+            ", ".join(f"{k} {v['wall_s'] / 60:.1f} min ({v['cpu_s'] / 60:.1f} CPU-min)" for k, v in s.items()),
+        )
+    print("train data:", summary["train_data"])
+    for name in ("dflash", "eagle3"):
+        c = summary[name]["curve"]
+        if c:
+            print(f"{name}: step {c[-1]['step']}, held-out acc {c[-1]['acc']:.3f}, simulated tau {c[-1]['tau']:.2f}")
+    print(f"wrote {a.output}")
+
+
+if __name__ == "__main__":
+    main()
