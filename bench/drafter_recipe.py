@@ -13,6 +13,7 @@ stage ends, so `--collect` can rebuild the summary later. Run it with nothing el
 
 import argparse, json, os, resource, subprocess, sys, time
 from pathlib import Path
+from mdlm_kit.core.checkpoint import atomic_write_text, read_events
 
 FEATURES = (
     "hidden-states --target {target} --data {run}/chat/{split}.jsonl --block-size {block_size} "
@@ -63,7 +64,7 @@ def _stage(name, run: Path, fn):
     times = run / "recipe_times.json"
     book = json.loads(times.read_text()) if times.is_file() else {}
     book[name] = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
-    times.write_text(json.dumps(book, indent=1) + "\n")
+    atomic_write_text(times, json.dumps(book, indent=1) + "\n")  # a killed run keeps the stages it finished
     print(f"{name}: {wall / 60:.1f} min wall, {cpu / 60:.1f} CPU-min", flush=True)
 
 
@@ -115,16 +116,15 @@ def _sizes(feats: Path) -> dict:
 
 def collect(run: Path, command: str) -> dict:
     "The summary of a finished recipe run."
-    from mdlm_kit.core.checkpoint import read_events
-
     out = {"command": command, "run": str(run)}
     times = run / "recipe_times.json"
     out["stages"] = json.loads(times.read_text()) if times.is_file() else {}
     out["train_data"] = _sizes(run / "feats3/train")
     out["eval_data"] = _sizes(run / "feats3/eval")
     for name in ("dflash", "eagle3"):
-        ev = read_events(run / name / "events.jsonl", "eval")
-        steps = read_events(run / name / "events.jsonl", "train")
+        log = read_events(run / name / "events.jsonl")  # read once, split by kind
+        ev = [e for e in log if e["event"] == "eval"]
+        steps = [e for e in log if e["event"] == "train"]
         out[name] = {
             "steps": ev[-1]["step"] if ev else 0,
             "train_minutes": round((steps[-1]["time"] - steps[0]["time"]) / 60, 1) if len(steps) > 1 else None,
