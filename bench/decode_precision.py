@@ -13,6 +13,7 @@ different model: its greedy tokens are compared with the fp32 target's."""
 import argparse, json, statistics, time
 from pathlib import Path
 import torch
+from mdlm_kit.core.layers import few_rows_linears
 from mdlm_kit.drafts.speculative import CachedTarget, plain_decode
 from mdlm_kit.drafts.targets import TargetModel
 
@@ -22,7 +23,8 @@ PROMPT = [{"role": "user", "content": "Explain in two sentences why the sky is b
 def _int8(tgt):
     from torch.ao.quantization import quantize_dynamic
 
-    q = quantize_dynamic(tgt.model, {torch.nn.Linear}, dtype=torch.qint8)
+    plain = few_rows_linears(tgt.model, enable=False)  # quantize_dynamic maps nn.Linear only
+    q = quantize_dynamic(plain, {torch.nn.Linear}, dtype=torch.qint8)
     return TargetModel(q, tgt.tokenizer, name=tgt.name + "-int8")
 
 

@@ -13,7 +13,8 @@ import torch.nn.functional as F
 from .config import ConfigError
 
 # %% auto #0
-__all__ = ['RMSNorm', 'rope_tables', 'apply_rope', 'GatedMLP', 'make_optimizer', 'lr_schedule']
+__all__ = ['FEW_ROWS_MAX', 'RMSNorm', 'rope_tables', 'apply_rope', 'few_rows_linear', 'FewRowsLinear', 'few_rows_linears',
+           'GatedMLP', 'make_optimizer', 'lr_schedule']
 
 # %% ../../nbs/02a_layers.ipynb #6e78ba4e
 class RMSNorm(nn.Module):
@@ -42,15 +43,48 @@ def apply_rope(x, cos, sin):
     x1, x2 = x.chunk(2, dim=-1)
     return (x * cos + torch.cat([-x2, x1], dim=-1) * sin).type_as(x)
 
+# %% ../../nbs/02a_layers.ipynb #4ca50757
+FEW_ROWS_MAX = 8  # up to this many rows, a CPU fp32 linear is computed as (W x^T)^T
+
+
+def few_rows_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    "`F.linear(x, weight, bias)`, computed as `(weight @ x.T).T` for 2 to `FEW_ROWS_MAX` rows of fp32 on a CPU."
+    rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    if not (2 <= rows <= FEW_ROWS_MAX and x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32):
+        return F.linear(x, weight, bias)
+    x2 = x.reshape(rows, x.shape[-1])
+    if rows % 4 == 3:  # MKL's kernel for 3 or 7 rows costs more than for 4 or 8: add a row of zeros
+        x2 = torch.cat([x2, x2.new_zeros(1, x2.shape[1])])
+    y = torch.mm(weight, x2.t()).t()[:rows]  # (out, rows) -> (rows, out)
+    if bias is not None:
+        y = y + bias
+    return y.contiguous().view(*x.shape[:-1], weight.shape[0])
+
+
+class FewRowsLinear(nn.Linear):
+    "An `nn.Linear` whose forward is `few_rows_linear`: the same parameters and `state_dict`."
+
+    def forward(self, x):
+        return few_rows_linear(x, self.weight, self.bias)
+
+
+def few_rows_linears(module: nn.Module, enable: bool = True) -> nn.Module:
+    "Switch every plain `nn.Linear` inside `module` to `FewRowsLinear` (or back, with `enable=False`), in place."
+    old, new = (nn.Linear, FewRowsLinear) if enable else (FewRowsLinear, nn.Linear)
+    for m in module.modules():
+        if type(m) is old:
+            m.__class__ = new
+    return module
+
 # %% ../../nbs/02a_layers.ipynb #fd4dcf88
 class GatedMLP(nn.Module):
     "The gated MLP of PaLM/Llama with transformers' names: down_proj`(silu(gate_proj x) * up_proj x)`."
 
     def __init__(self, dim: int, hidden: int):
         super().__init__()
-        self.gate_proj = nn.Linear(dim, hidden, bias=False)
-        self.up_proj = nn.Linear(dim, hidden, bias=False)
-        self.down_proj = nn.Linear(hidden, dim, bias=False)
+        self.gate_proj = FewRowsLinear(dim, hidden, bias=False)
+        self.up_proj = FewRowsLinear(dim, hidden, bias=False)
+        self.down_proj = FewRowsLinear(hidden, dim, bias=False)
 
     def forward(self, x):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))

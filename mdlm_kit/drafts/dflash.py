@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from ..core.checkpoint import CheckpointError, load_model_dir, save_model_dir
-from ..core.layers import GatedMLP, RMSNorm, apply_rope
+from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.device import KitError, cast_weights
 from .targets import flatten_draft_config, rotary_embedding, target_shape
 from .speculative import Proposal, Proposer
@@ -309,10 +309,10 @@ class DFlashAttention(nn.Module):
     def __init__(self, cfg: DFlashConfig):
         super().__init__()
         self.nh, self.nkv, self.hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-        self.q_proj = nn.Linear(cfg.hidden_size, self.nh * self.hd, bias=False)
-        self.k_proj = nn.Linear(cfg.hidden_size, self.nkv * self.hd, bias=False)
-        self.v_proj = nn.Linear(cfg.hidden_size, self.nkv * self.hd, bias=False)
-        self.o_proj = nn.Linear(self.nh * self.hd, cfg.hidden_size, bias=False)
+        self.q_proj = FewRowsLinear(cfg.hidden_size, self.nh * self.hd, bias=False)
+        self.k_proj = FewRowsLinear(cfg.hidden_size, self.nkv * self.hd, bias=False)
+        self.v_proj = FewRowsLinear(cfg.hidden_size, self.nkv * self.hd, bias=False)
+        self.o_proj = FewRowsLinear(self.nh * self.hd, cfg.hidden_size, bias=False)
         self.q_norm, self.k_norm = RMSNorm(self.hd, cfg.rms_norm_eps), RMSNorm(self.hd, cfg.rms_norm_eps)
 
     def project_kv(self, x, cos, sin):
@@ -362,7 +362,7 @@ class DFlashDraftModel(nn.Module):
         K = len(cfg.target_layer_ids)
         if K == 0:
             raise DFlashError("DFlashConfig.target_layer_ids is empty; use DFlashConfig.from_target.")
-        self.fc = nn.Linear(K * cfg.hidden_size, cfg.hidden_size, bias=False)
+        self.fc = FewRowsLinear(K * cfg.hidden_size, cfg.hidden_size, bias=False)
         self.hidden_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.layers = nn.ModuleList(DFlashLayer(cfg) for _ in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)

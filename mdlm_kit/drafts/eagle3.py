@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from ..core.checkpoint import CheckpointError, load_model_dir, save_model_dir
-from ..core.layers import GatedMLP, RMSNorm, apply_rope
+from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.device import KitError, cast_weights
 from .targets import SamplingParams, draw, rotary_embedding, target_probs, target_shape
 from .speculative import Proposal, Proposer
@@ -125,10 +125,10 @@ class Eagle3Attention(nn.Module):
     def __init__(self, cfg: Eagle3Config):
         super().__init__()
         self.nh, self.nkv, self.hd = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-        self.q_proj = nn.Linear(2 * cfg.hidden_size, self.nh * self.hd, bias=False)
-        self.k_proj = nn.Linear(2 * cfg.hidden_size, self.nkv * self.hd, bias=False)
-        self.v_proj = nn.Linear(2 * cfg.hidden_size, self.nkv * self.hd, bias=False)
-        self.o_proj = nn.Linear(self.nh * self.hd, cfg.hidden_size, bias=False)
+        self.q_proj = FewRowsLinear(2 * cfg.hidden_size, self.nh * self.hd, bias=False)
+        self.k_proj = FewRowsLinear(2 * cfg.hidden_size, self.nkv * self.hd, bias=False)
+        self.v_proj = FewRowsLinear(2 * cfg.hidden_size, self.nkv * self.hd, bias=False)
+        self.o_proj = FewRowsLinear(self.nh * self.hd, cfg.hidden_size, bias=False)
 
     def qkv(self, x, cos, sin):
         "Rotated q (B, h, S, d) and k, v (B, h, S, d) with kv heads repeated for GQA."
@@ -182,10 +182,10 @@ class Eagle3DraftModel(nn.Module):
     def __init__(self, cfg: Eagle3Config):
         super().__init__()
         self.config = cfg
-        self.fc = nn.Linear(3 * cfg.hidden_size, cfg.hidden_size, bias=False)
+        self.fc = FewRowsLinear(3 * cfg.hidden_size, cfg.hidden_size, bias=False)
         self.midlayer = Eagle3Layer(cfg)
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.lm_head = nn.Linear(cfg.hidden_size, cfg.draft_vocab_size, bias=False)
+        self.lm_head = FewRowsLinear(cfg.hidden_size, cfg.draft_vocab_size, bias=False)
         self.register_buffer("d2t", torch.zeros(cfg.draft_vocab_size, dtype=torch.long))
         self.register_buffer(
             "t2d",

@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from ..core.device import KitError
+from ..core.layers import few_rows_linear, few_rows_linears
 
 # %% auto #0
 __all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'LLAMA3_TEMPLATE', 'CHAT_TEMPLATES', 'TargetError', 'resolve_target',
@@ -126,6 +127,7 @@ class TargetModel(nn.Module):
     def __init__(self, model, tokenizer=None, name: str = "target"):
         super().__init__()
         self.model, self.tokenizer, self.name = model.eval(), tokenizer, str(name)
+        few_rows_linears(self.model)  # verifying 2-8 tokens: the faster CPU product (02a_layers)
         for p in self.model.parameters():
             p.requires_grad_(False)
 
@@ -235,7 +237,7 @@ class TargetEmbeddingsAndHead(nn.Module):
         return F.embedding(ids, self.embed_weight)
 
     def logits(self, h):
-        return F.linear(h, self.head_weight.to(h.dtype))
+        return few_rows_linear(h, self.head_weight.to(h.dtype))
 
     @classmethod
     def from_pretrained(
