@@ -4,6 +4,7 @@
 
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
 from mdlm_kit.drafts.dflash import DFlashConfig, DFlashDraftModel, DFlashProposer, dflash_forward
 from mdlm_kit.drafts.eagle3 import Eagle3Config, Eagle3DraftModel, Eagle3Proposer, Eagle3TreeProposer, eagle3_forward
 from mdlm_kit.drafts.speculative import PromptLookupProposer, plain_decode, speculative_decode, summarize_runs
@@ -307,3 +308,42 @@ def test_bf16_target_and_drafters_stay_lossless(setup, drafters):
         assert r1.tokens == ref and r2.tokens == ref and r3.tokens == ref
     r = [dflash_decode(t16, df, tables16, prompt, 40), eagle3_decode(t16, e3, tables16, prompt, 40, num_draft_tokens=4)]
     assert all(sum(x.accepted) >= 10 for x in r), [sum(x.accepted) for x in r]  # drafts were accepted: verification ran
+
+
+class _Products(TorchFunctionMode):
+    "Record every product on one of `weights`: its form (`linear` or `mm`) and its number of rows."
+
+    def __init__(self, weights):
+        super().__init__()
+        self.ptrs, self.seen = {w.data_ptr() for w in weights}, []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = getattr(func, "__name__", "")
+        if name == "linear" and args[1].data_ptr() in self.ptrs:
+            self.seen.append(("linear", args[0].numel() // args[0].shape[-1]))
+        elif name == "mm" and args[0].data_ptr() in self.ptrs:
+            self.seen.append(("mm", args[1].shape[1]))
+        return func(*args, **(kwargs or {}))
+
+
+def test_fp32_verification_takes_the_few_rows_product_and_stays_lossless(setup, drafters):
+    """On a CPU in fp32, every product of the target's weights with 2-8 rows (verifying drafts) is `few_rows_linear`'s
+    (W x^T)^T, one row (plain decoding) and prefills stay `F.linear`, and DFlash, the EAGLE-3 chain and the tree still
+    give exactly the plain greedy output."""
+    tgt, tables, prompt, answer = setup
+    df, e3 = drafters
+    weights = [m.weight for m in tgt.model.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(weights) == 6 * 7 + 1  # seven projections a layer and the LM head
+    ref = plain_decode(tgt, prompt, 30).tokens
+    for decode in (
+        lambda: dflash_decode(tgt, df, tables, prompt, 30, num_draft_tokens=3),
+        lambda: eagle3_decode(tgt, e3, tables, prompt, 30, num_draft_tokens=3),
+        lambda: eagle3_tree_decode(tgt, e3, tables, prompt, 30, depth=3, top_k=2, tree_nodes=6),
+    ):
+        with _Products(weights) as seen:
+            r = decode()
+        assert r.tokens == ref
+        forms = set(seen.seen)
+        assert {n for f, n in forms if f == "linear"} <= {1, len(prompt)}, forms  # one row, or the prompt
+        mm_rows = {n for f, n in forms if f == "mm"}
+        assert mm_rows and mm_rows <= {2, 4, 5, 6, 8}, forms  # 3 and 7 rows are padded to 4 and 8
