@@ -8,6 +8,9 @@ Two measurements, one process, after a warm-up, interleaved over rounds, medians
 - forwards: a 41-token chat prompt is prefilled into a `CachedTarget`, then `extend` runs n tokens and `crop`s back,
   with the target's linears as `FewRowsLinear` and switched back to `nn.Linear` (same weights, same model).
 n = 1 is a plain decode step; n = k+1 verifies k drafts. Ratios to n = 1 are what verification costs in plain steps.
+`--wide-sizes` times the kernels alone as `F.linear` and as a bare (W x^T)^T: for 3 and 7 rows without the zero row
+`few_rows_linear` adds, and past `FEW_ROWS_MAX` (a batch of decode steps, as self-distillation generates), to show how
+far the other form stays cheaper on this machine.
 Both forms give the same logits up to fp32 rounding (the largest difference is printed)."""
 
 import argparse, json, statistics, time
@@ -20,6 +23,7 @@ from mdlm_kit.drafts.targets import TargetModel
 
 PROMPT = [{"role": "user", "content": "Explain in two sentences why the sky is blue, and give one example."}]
 KINDS = {"F.linear": F.linear, "few_rows_linear": few_rows_linear}
+WIDE = {"F.linear": F.linear, "(W x^T)^T": lambda x, w: torch.mm(w, x.t()).t()}
 
 
 def _kernels_ms(weights, rows, fn):
@@ -55,6 +59,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default="smollm2")
     ap.add_argument("--sizes", default="1,2,3,4,5,6,8")
+    ap.add_argument("--wide-sizes", default="3,7,16,32,48,64")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--output", default="bench/results/few_rows_matmul.json")
     args = ap.parse_args()
@@ -63,10 +68,12 @@ def main():
     ids = tgt.tokenizer.apply_chat_template(PROMPT, tokenize=True, add_generation_prompt=True, return_dict=True)
     ids = torch.tensor([ids["input_ids"]])
     sizes = [int(s) for s in args.sizes.split(",")]
+    wide = [int(s) for s in args.wide_sizes.split(",") if s]
     ct = CachedTarget(tgt)
     ct.extend(ids)
     start = ct.length
     times = {(part, kind, n): [] for part in ("kernels", "forward") for kind in KINDS for n in sizes}
+    times |= {("wide", kind, n): [] for kind in WIDE for n in [1] + wide}
     for r in range(args.rounds + 1):  # round 0 is the warm-up
         for kind in KINDS if r % 2 else list(KINDS)[::-1]:
             few_rows_linears(tgt.model, enable=kind == "few_rows_linear")
@@ -76,6 +83,11 @@ def main():
                 if r:
                     times[("kernels", kind, n)].append(k)
                     times[("forward", kind, n)].append(f)
+        for kind in WIDE if r % 2 else list(WIDE)[::-1]:
+            for n in [1] + wide if wide else []:
+                k = _kernels_ms(weights, n, WIDE[kind])
+                if r:
+                    times[("wide", kind, n)].append(k)
     few_rows_linears(tgt.model)
     out = {
         "prompt_tokens": ids.shape[1],
@@ -95,6 +107,14 @@ def main():
             med = {n: statistics.median(times[(part, kind, n)]) for n in sizes}
             out[part][kind] = {str(n): {"ms": round(med[n], 2), "over_1": round(med[n] / med[1], 3)} for n in sizes}
             print(f"{part:9} {kind:16} " + " ".join(f"{med[n]:6.1f} {med[n] / med[1]:4.2f}x" for n in sizes))
+    if wide:
+        out["kernels_wide"] = {}
+        for kind in WIDE:
+            med = {n: statistics.median(times[("wide", kind, n)]) for n in [1] + wide}
+            out["kernels_wide"][kind] = {
+                str(n): {"ms": round(med[n], 2), "over_1": round(med[n] / med[1], 3)} for n in med
+            }
+            print(f"{'wide':9} {kind:16} " + " ".join(f"{'n=' + str(n)}: {med[n] / med[1]:4.2f}x" for n in wide))
     out["max_logit_difference"] = {str(n): _logit_gap(tgt, ids, n) for n in sizes if n > 1}
     print("largest logit difference between the forms:", out["max_logit_difference"])
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
