@@ -163,9 +163,17 @@ def main():
     ap.add_argument("--num-prompts", type=int, default=0, help="0: all")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--num-draft-tokens", type=int, default=None, help="EAGLE-3 chain length (default 5)")
     ap.add_argument(
-        "--dflash-draft-tokens", type=int, default=None, help="DFlash drafts verified per cycle (default block_size-1)"
+        "--num-draft-tokens",
+        type=int,
+        default=None,
+        help="EAGLE-3 chain length (default: default_draft_tokens, 3 on a CPU)",
+    )
+    ap.add_argument(
+        "--dflash-draft-tokens",
+        type=int,
+        default=None,
+        help="DFlash drafts verified per cycle (default: default_draft_tokens, 3 on a CPU)",
     )
     ap.add_argument(
         "--tree-nodes", type=int, default=0, help="also run the EAGLE-3 drafter with a dynamic tree of this many nodes"

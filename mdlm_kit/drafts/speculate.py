@@ -16,13 +16,19 @@ from .speculative import SpeculativeError, plain_decode, speculative_decode, sum
 from .targets import SamplingParams, digests_match
 
 # %% auto #0
-__all__ = ['default_draft_tokens', 'tokens_per_cycle', 'load_draft', 'make_proposer', 'load_prompts', 'chat_ids', 'speculate']
+__all__ = ['CPU_DRAFT_TOKENS', 'default_draft_tokens', 'tokens_per_cycle', 'load_draft', 'make_proposer', 'load_prompts',
+           'chat_ids', 'speculate']
 
 # %% ../../nbs/17_speculate.ipynb #2b1ce130
+CPU_DRAFT_TOKENS = 3  # on a CPU, 4 tokens verify for about 1.2 decode steps, 6-8 for 1.5-1.8 (bench/few_rows_matmul.py)
+
+
 def default_draft_tokens(draft) -> int:
-    """Drafts verified per cycle when none is asked for: a DFlash drafter's whole block (block_size-1), an EAGLE-3 chain
-    of 5."""
-    return draft.config.block_size - 1 if isinstance(draft, DFlashDraftModel) else 5
+    """Drafts verified per cycle when none is asked for: the seeds' settings (a DFlash drafter's whole block,
+    block_size-1; an EAGLE-3 chain of 5), capped at `CPU_DRAFT_TOKENS` for a drafter on a CPU."""
+    k = draft.config.block_size - 1 if isinstance(draft, DFlashDraftModel) else 5
+    on_cpu = next(draft.parameters()).device.type == "cpu"
+    return min(k, CPU_DRAFT_TOKENS) if on_cpu else k
 
 
 def tokens_per_cycle(draft, num_draft_tokens: int | None = None, tree_nodes: int = 0) -> int:
@@ -113,7 +119,7 @@ def speculate(
     tree_top_k: int = 4,
 ) -> dict:
     """Speculative decoding over chat prompts with the drafter's decoder (`make_proposer`); returns the metrics, with
-    `lossless` at temperature 0. `num_draft_tokens`: how deep a cycle goes (default: DFlash block_size-1, EAGLE-3 5)."""
+    `lossless` at temperature 0. `num_draft_tokens`: how deep a cycle goes (default: `default_draft_tokens`)."""
     from tqdm.auto import tqdm
 
     tok, tables = target.tokenizer, target.embeddings_and_head()
