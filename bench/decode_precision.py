@@ -20,6 +20,11 @@ from mdlm_kit.drafts.targets import TargetModel
 PROMPT = [{"role": "user", "content": "Explain in two sentences why the sky is blue, and give one example."}]
 
 
+def prompt_ids(tok) -> list[int]:
+    "The probe prompt through the target's chat template, ready for the assistant's answer."
+    return tok.apply_chat_template(PROMPT, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"]
+
+
 def _int8(tgt):
     from torch.ao.quantization import quantize_dynamic
 
@@ -78,7 +83,7 @@ def main():
         else:
             raise SystemExit(f"unknown precision {p!r}")
     tok = base.tokenizer
-    ids = tok.apply_chat_template(PROMPT, tokenize=True, add_generation_prompt=True, return_dict=True)["input_ids"]
+    ids = prompt_ids(tok)
     ids_t = torch.tensor([ids])
     sizes = [int(s) for s in args.sizes.split(",")]
     times = {p: {n: [] for n in sizes} | {"batch16": [], "decode": [], "prefill": []} for p in names}

@@ -20,8 +20,8 @@ import torch.nn.functional as F
 from mdlm_kit.core.layers import few_rows_linear, few_rows_linears
 from mdlm_kit.drafts.speculative import CachedTarget
 from mdlm_kit.drafts.targets import TargetModel
+from decode_precision import prompt_ids  # the same probe prompt (bench/ is on the path when run as a script)
 
-PROMPT = [{"role": "user", "content": "Explain in two sentences why the sky is blue, and give one example."}]
 KINDS = {"F.linear": F.linear, "few_rows_linear": few_rows_linear}
 WIDE = {"F.linear": F.linear, "(W x^T)^T": lambda x, w: torch.mm(w, x.t()).t()}
 
@@ -65,8 +65,7 @@ def main():
     args = ap.parse_args()
     tgt = TargetModel.from_pretrained(args.target)
     weights = [m.weight for m in tgt.model.modules() if isinstance(m, torch.nn.Linear)]
-    ids = tgt.tokenizer.apply_chat_template(PROMPT, tokenize=True, add_generation_prompt=True, return_dict=True)
-    ids = torch.tensor([ids["input_ids"]])
+    ids = torch.tensor([prompt_ids(tgt.tokenizer)])
     sizes = [int(s) for s in args.sizes.split(",")]
     wide = [int(s) for s in args.wide_sizes.split(",") if s]
     ct = CachedTarget(tgt)
