@@ -15,11 +15,11 @@ import argparse, json, os, resource, subprocess, sys, time
 from pathlib import Path
 from mdlm_kit.core.checkpoint import atomic_write_text, read_events
 
+# one pass of the target for both drafters: the union of their layers; each trainer reads its own from it (and drops
+# the conversations too short for it: DFlash needs 2 x block size supervised tokens)
 FEATURES = (
-    "hidden-states --target {target} --data {run}/chat/{split}.jsonl --block-size {block_size} "
-    "--output {run}/feats/{split} --no-progress",
-    "hidden-states --target {target} --data {run}/chat/{split}.jsonl --layers {eagle3_layers} --block-size 1 "
-    "--output {run}/feats3/{split} --no-progress",
+    "hidden-states --target {target} --data {run}/chat/{split}.jsonl --layers {feature_layers} --block-size 1 "
+    "--output {run}/feats/{split} --no-progress"
 )
 DFLASH = (
     "train-dflash --target-model-path {target} --train-hidden-states-path {run}/feats/train "
@@ -28,8 +28,8 @@ DFLASH = (
     "--save-interval 50 --no-progress"
 )
 EAGLE3 = (
-    "train-eagle3 --target-model-path {target} --train-hidden-states-path {run}/feats3/train "
-    "--eval-hidden-states-path {run}/feats3/eval --output-dir {run}/eagle3 --batch-size 4 --ttt-length 4 "
+    "train-eagle3 --target-model-path {target} --train-hidden-states-path {run}/feats/train "
+    "--eval-hidden-states-path {run}/feats/eval --output-dir {run}/eagle3 --batch-size 4 --ttt-length 4 "
     "--eagle-aux-hidden-state-layer-ids {eagle3_aux} --learning-rate 1e-3 --max-steps {eagle3_steps} "
     "--eval-interval {eagle3_eval} --save-interval 25 --no-progress"
 )
@@ -77,8 +77,7 @@ def _split(run: Path, n_eval: int):
 
 def _features(f):
     for split in ("train", "eval"):
-        for cmd in FEATURES:
-            _wait(_kit(cmd.format(**f, split=split)))
+        _wait(_kit(FEATURES.format(**f, split=split)))
 
 
 def _train_both(f, run: Path):
@@ -90,7 +89,15 @@ def _train_both(f, run: Path):
 
 def run_recipe(a, run: Path):
     "The stages, each timed."
-    f = vars(a) | {"run": run, "eagle3_aux": a.eagle3_layers.rsplit(",", 1)[0]}  # the last layer is for the labels
+    from mdlm_kit.drafts.dflash import build_target_layer_ids
+
+    eagle3 = [int(i) for i in a.eagle3_layers.split(",")]
+    union = sorted(set(build_target_layer_ids(a.target_layers, 5)) | set(eagle3))
+    f = vars(a) | {
+        "run": run,
+        "eagle3_aux": ",".join(map(str, eagle3[:-1])),  # the last layer is for the labels
+        "feature_layers": ",".join(map(str, union)),
+    }
     (run / "chat").mkdir(parents=True, exist_ok=True)
     _stage("data", run, lambda: _wait(_kit(DATA.format(**f))))
     _split(run, a.eval_prompts)
@@ -119,8 +126,9 @@ def collect(run: Path, command: str) -> dict:
     out = {"command": command, "run": str(run)}
     times = run / "recipe_times.json"
     out["stages"] = json.loads(times.read_text()) if times.is_file() else {}
-    out["train_data"] = _sizes(run / "feats3/train")
-    out["eval_data"] = _sizes(run / "feats3/eval")
+    feats = run / ("feats3" if (run / "feats3").is_dir() else "feats")  # runs before one pass fed both: feats3
+    out["train_data"] = _sizes(feats / "train")
+    out["eval_data"] = _sizes(feats / "eval")
     for name in ("dflash", "eagle3"):
         log = read_events(run / name / "events.jsonl")  # read once, split by kind
         ev = [e for e in log if e["event"] == "eval"]
@@ -151,14 +159,15 @@ def main():
     )
     ap.add_argument("--eval-prompts", type=int, default=40)
     ap.add_argument("--max-new-tokens", type=int, default=128)
-    ap.add_argument("--gen-batch-size", type=int, default=48)
+    ap.add_argument("--gen-batch-size", type=int, default=96, help="answers per generate call")
     ap.add_argument("--temperature", type=float, default=0.0, help="0: greedy answers, as decoding is measured")
     ap.add_argument("--block-size", type=int, default=8, help="DFlash block")
     ap.add_argument("--eagle3-layers", default="1,14,26,29", help="EAGLE-3's three feature layers and the last")
-    ap.add_argument("--dflash-steps", type=int, default=1100)
+    ap.add_argument("--target-layers", type=int, default=30, help="the target's layer count (DFlash's layers by it)")
+    ap.add_argument("--dflash-steps", type=int, default=1000)
     ap.add_argument("--eagle3-steps", type=int, default=500)
-    ap.add_argument("--dflash-eval", type=int, default=100)
-    ap.add_argument("--eagle3-eval", type=int, default=50)
+    ap.add_argument("--dflash-eval", type=int, default=125)
+    ap.add_argument("--eagle3-eval", type=int, default=100)
     ap.add_argument("--output", default="bench/results/drafter_recipe.json")
     a = ap.parse_args()
     run = Path(a.collect or a.output_dir)

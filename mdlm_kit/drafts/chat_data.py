@@ -15,9 +15,10 @@ from ..core.device import KitError
 
 # %% auto #0
 __all__ = ['ROLE_ALIASES', 'PROMPT_TEMPLATES', 'WRITING_TOPICS', 'WRITING_TEMPLATES', 'CODE_TASKS', 'CODE_LANGUAGES',
-           'HELDOUT_PROMPTS', 'ChatDataError', 'normalize_conversation', 'load_conversations', 'has_generation_tags',
-           'assistant_markers', 'tokenize_conversation', 'tokenize_preformatted', 'dataset_key', 'build_chat_dataset',
-           'embedded_prompts', 'heldout_prompts', 'regenerate_conversations']
+           'CODE_CONCEPTS', 'SQL_TASKS', 'HELDOUT_PROMPTS', 'ChatDataError', 'normalize_conversation',
+           'load_conversations', 'has_generation_tags', 'assistant_markers', 'tokenize_conversation',
+           'tokenize_preformatted', 'dataset_key', 'build_chat_dataset', 'embedded_prompts', 'heldout_prompts',
+           'regenerate_conversations']
 
 # %% ../../nbs/11_chat_data.ipynb #b2df14e2
 class ChatDataError(KitError, ValueError):
@@ -319,6 +320,22 @@ WRITING_TOPICS = (
     "a lighthouse",
     "street markets",
     "a lost key",
+    "a school concert",
+    "recycling",
+    "a rainy holiday",
+    "the first day of spring",
+    "a village festival",
+    "learning a new language",
+    "an old photograph",
+    "a quiet beach",
+    "a football match",
+    "a birthday surprise",
+    "a long walk in the woods",
+    "a new neighbour",
+    "a power cut",
+    "a visit to the dentist",
+    "a snowy village",
+    "a science fair",
 )
 WRITING_TEMPLATES = (
     "Write a short paragraph about {}.",
@@ -328,6 +345,11 @@ WRITING_TEMPLATES = (
     "Write a short letter to a friend about {}.",
     "List three tips for someone interested in {}.",
     "Write a limerick about {}.",
+    "Write a short email to a colleague about {}.",
+    "Write a haiku about {}.",
+    "Write a diary entry about {}.",
+    "Write a short speech for a school assembly about {}.",
+    "Write a two-sentence advertisement inspired by {}.",
 )
 CODE_TASKS = (
     "sort a list of numbers",
@@ -338,46 +360,149 @@ CODE_TASKS = (
     "check whether a number is prime",
     "join two lists",
     "turn a string into upper case",
+    "compute the factorial of a number",
+    "reverse a string",
+    "count the vowels in a string",
+    "find the average of a list of numbers",
+    "merge two dictionaries or maps",
+    "check whether a list is sorted",
+    "print the numbers from 1 to 100, saying Fizz for multiples of 3 and Buzz for multiples of 5",
+    "convert a temperature from Celsius to Fahrenheit",
+    "find the second largest number in a list",
+    "flatten a nested list",
+    "read a CSV file and print its first column",
+    "compute the n-th Fibonacci number",
 )
-CODE_LANGUAGES = ("Python", "JavaScript", "C", "bash")
+CODE_LANGUAGES = ("Python", "JavaScript", "C", "bash", "Java")
+CODE_CONCEPTS = (
+    "recursion",
+    "a hash table",
+    "a closure",
+    "an API",
+    "big-O notation",
+    "a memory leak",
+    "a unit test",
+    "version control",
+    "a deadlock",
+    "an exception",
+    "a linked list",
+    "a binary search",
+    "a regular expression",
+    "garbage collection",
+    "a compiler",
+    "a database index",
+    "a stack and a queue",
+    "pointers",
+    "inheritance",
+    "an off-by-one error",
+)
+SQL_TASKS = (
+    "lists the five most expensive products in a table called products",
+    "finds the customers who joined in 2023 from a table called customers",
+    "computes the average salary per department in a table called employees",
+    "deletes the rows of a table called sessions that are older than 30 days",
+    "joins a table of orders with a table of customers on customer_id",
+    "counts the distinct cities in a table called addresses",
+    "finds duplicate email addresses in a table called users",
+    "shows the total sales per month from a table called sales",
+)
 
 
-def _general_prompts(rng: random.Random) -> list[str]:
-    "Writing prompts over everyday topics, coding tasks in four languages, arithmetic and small reasoning puzzles."
-    out = [t.format(s) for s in WRITING_TOPICS for t in WRITING_TEMPLATES]
+def _code_prompts(rng: random.Random) -> list[str]:
+    "Small programming tasks in five languages, concepts explained, SQL queries and what a snippet prints."
+    out = []
     for task in CODE_TASKS:
         for lang in CODE_LANGUAGES:
-            out += [f"Show how to {task} in {lang}.", f"In {lang}, how would you {task}? Explain briefly."]
-    names = ("Ana", "Ben", "Chloe", "Dev", "Eli", "Farah", "Gus", "Hana")
-    items = ("apples", "pencils", "books", "tickets", "cookies", "stamps")
-    for _ in range(120):
-        a, b, c = rng.randint(3, 60), rng.randint(2, 12), rng.randint(2, 9)
-        x, y, z = rng.sample(names, 3)
-        it = rng.choice(items)
+            out += [
+                f"Show how to {task} in {lang}.",
+                f"In {lang}, how would you {task}? Explain briefly.",
+                f"Write a {lang} function to {task}.",
+            ]
+    out += [f"Explain what {c} is in programming, with a short example." for c in CODE_CONCEPTS]
+    out += [f"Write a SQL query that {t}." for t in SQL_TASKS]
+    for _ in range(30):
+        a, b = rng.randint(2, 9), rng.randint(2, 6)
         out += [
-            f"{x} has {a} {it} and buys {b} more bags of {c}. How many {it} does {x} have now?",
-            f"What is {a} times {b}, minus {c}? Show your working.",
-            f"{x} is taller than {y}, and {y} is taller than {z}. Who is the shortest, and why?",
-            f"If {b} workers need {a} hours for a job, how long would {b * 2} workers need? Explain.",
-            f"Work out {5 * c} percent of {10 * a}.",
-            f"Solve for x: {b}x - {c} = {b * a - c}.",
-            f"A rectangle is {a} cm long and {b} cm wide. What are its area and perimeter?",
-            f"A bus leaves at {b}:{5 * c:02d} and the trip takes {a} minutes. When does it arrive?",
+            f"What does this Python code print: print(sum(range({a})) * {b})?",
+            f"What does this Python code print: print('ab' * {b} + 'c' * {a})?",
         ]
     return out
 
 
-def embedded_prompts(n: int | None = None, seed: int = 0) -> list[dict]:
-    """Single-turn user prompts (no download), shuffled: Python's documentation topics and modules, writing, maths,
-    reasoning."""
+def _maths_prompts(rng: random.Random) -> list[str]:
+    "Arithmetic word problems, equations, percentages, areas, fractions, conversions and sums."
+    items = ("apples", "pencils", "books", "tickets", "cookies", "stamps")
+    names = ("Ana", "Ben", "Chloe", "Dev", "Eli", "Farah", "Gus", "Hana")
+    out = []
+    for _ in range(120):
+        a, b, c = rng.randint(3, 60), rng.randint(2, 12), rng.randint(2, 9)
+        x, it = rng.choice(names), rng.choice(items)
+        out += [
+            f"{x} has {a} {it} and buys {b} more bags of {c}. How many {it} does {x} have now?",
+            f"What is {a} times {b}, minus {c}? Show your working.",
+            f"Work out {5 * c} percent of {10 * a}.",
+            f"Solve for x: {b}x - {c} = {b * a - c}.",
+            f"A rectangle is {a} cm long and {b} cm wide. What are its area and perimeter?",
+            f"Find the area of a triangle with base {a} cm and height {2 * b} cm.",
+            f"Simplify the fraction {b * c}/{b * (c + a)}.",
+            f"Convert {10 * a + c} minutes into hours and minutes.",
+            f"What is the sum of the first {a} even numbers?",
+        ]
+    return out
+
+
+def _reasoning_prompts(rng: random.Random) -> list[str]:
+    "Orderings, rates, times, ages, sequences, days of the week and fair shares."
+    names = ("Ana", "Ben", "Chloe", "Dev", "Eli", "Farah", "Gus", "Hana")
+    items = ("apples", "pencils", "books", "tickets", "cookies", "stamps")
+    days = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+    out = []
+    for _ in range(120):
+        a, b, c = rng.randint(3, 60), rng.randint(2, 12), rng.randint(2, 9)
+        x, y, z = rng.sample(names, 3)
+        out += [
+            f"{x} is taller than {y}, and {y} is taller than {z}. Who is the shortest, and why?",
+            f"If {b} workers need {a} hours for a job, how long would {b * 2} workers need? Explain.",
+            f"A bus leaves at {b}:{5 * c:02d} and the trip takes {a} minutes. When does it arrive?",
+            f"{x} is {a} years old and {y} is {b} years older. How old will {y} be in {c} years?",
+            f"What comes next in the sequence {c}, {c + b}, {c + 2 * b}, {c + 3 * b}? Explain the pattern.",
+            f"Today is {rng.choice(days)}. What day of the week will it be in {a} days? Explain.",
+            f"{a} {rng.choice(items)} are shared equally among {b} friends. How many does each get, and how many "
+            "are left over?",
+        ]
+    return out
+
+
+def _prompt_kinds() -> dict[str, list[str]]:
+    "The embedded prompts by kind, in a fixed order."
     import sys, pydoc_data.topics
 
     topics = [re.sub(r"[-_]", " ", k) for k in sorted(pydoc_data.topics.topics) if k.isidentifier() or "-" in k]
     mods = [f"the {m} module" for m in sorted(getattr(sys, "stdlib_module_names", ())) if not m.startswith("_")]
-    texts = [t.format(s) for s in topics + mods for t in PROMPT_TEMPLATES]
-    texts += _general_prompts(random.Random(1234))
-    out = [{"id": f"p{i:05d}", "conversations": [{"role": "user", "content": t}]} for i, t in enumerate(texts)]
-    random.Random(seed).shuffle(out)
+    return {
+        "python": [t.format(s) for s in topics + mods for t in PROMPT_TEMPLATES],
+        "writing": [t.format(s) for s in WRITING_TOPICS for t in WRITING_TEMPLATES],
+        "code": _code_prompts(random.Random(1234)),
+        "maths": _maths_prompts(random.Random(1235)),
+        "reasoning": _reasoning_prompts(random.Random(1236)),
+    }
+
+
+def embedded_prompts(n: int | None = None, seed: int = 0) -> list[dict]:
+    """Single-turn user prompts (no download) of five kinds: Python's documentation topics and modules, writing, code,
+    maths and reasoning. Each kind is shuffled, then they take turns, so any first n are an even mix."""
+    kinds, first = _prompt_kinds(), 0
+    rng = random.Random(seed)
+    queues = []
+    for kind, texts in kinds.items():
+        rows = [
+            {"id": f"p{first + i:05d}", "kind": kind, "conversations": [{"role": "user", "content": t}]}
+            for i, t in enumerate(dict.fromkeys(texts))
+        ]  # (drawn numbers can repeat a prompt: kept once)
+        first += len(texts)
+        rng.shuffle(rows)
+        queues.append(rows)
+    out = [q[i] for i in range(max(map(len, queues))) for q in queues if i < len(q)]  # one of each kind in turn
     return out[:n] if n else out
 
 

@@ -136,21 +136,29 @@ class HiddenStates:
                 "`mdlm-kit hidden-states` command to finish them."
             )
         self._cache = (None, None)
+        self._pick = None  # positions of the chosen layers among the saved ones (None: all, in saved order)
 
     def __len__(self):
         return self.index["n_samples"]
 
     @property
     def layer_ids(self):
-        return list(self.index["layer_ids"])
+        "The layers `ds[i]` returns: all the saved ones, or those `check` chose."
+        saved = list(self.index["layer_ids"])
+        return saved if self._pick is None else [saved[j] for j in self._pick]
 
     def check(self, layer_ids=None, target_digest: str | None = None):
-        if layer_ids is not None and list(layer_ids) != self.layer_ids:
-            raise FeaturesError(
-                f"features in {str(self.dir)!r} hold target layers {self.layer_ids}, but the drafter needs "
-                f"{list(layer_ids)}; recompute them with --layers {','.join(map(str, layer_ids))} (or train with "
-                f"--target-layer-ids {','.join(map(str, self.layer_ids))})."
-            )
+        "Refuse other layers or another target; features saved for more layers serve any of them, in their order."
+        saved = list(self.index["layer_ids"])
+        if layer_ids is not None and list(layer_ids) != saved:
+            missing = [i for i in layer_ids if i not in saved]
+            if missing:
+                raise FeaturesError(
+                    f"features in {str(self.dir)!r} hold target layers {saved}, but the drafter needs "
+                    f"{list(layer_ids)} ({missing} missing); recompute them with --layers "
+                    f"{','.join(map(str, layer_ids))} (or train with --target-layer-ids {','.join(map(str, saved))})."
+                )
+            self._pick = [saved.index(i) for i in layer_ids]
         if target_digest is not None and not digests_match(self.index["target_digest"], target_digest):
             raise FeaturesError(
                 f"features in {str(self.dir)!r} were made by another target ({self.index['target']!r}: "
@@ -165,4 +173,9 @@ class HiddenStates:
         if self._cache[0] != shard["file"]:
             self._cache = (shard["file"], load_file(str(self.dir / shard["file"])))
         t = self._cache[1]
-        return {k: t[f"{i}.{k}"] for k in ("input_ids", "loss_mask", "hidden_states")}
+        out = {k: t[f"{i}.{k}"] for k in ("input_ids", "loss_mask", "hidden_states")}
+        if self._pick is not None:  # (T, n_saved * H) -> (T, n_chosen * H)
+            hs = out["hidden_states"]
+            T, H = hs.shape[0], self.index["hidden_size"]
+            out["hidden_states"] = hs.view(T, -1, H)[:, self._pick].reshape(T, len(self._pick) * H)
+        return out

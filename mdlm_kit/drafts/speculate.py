@@ -64,12 +64,15 @@ def make_proposer(draft, tables, num_draft_tokens: int | None = None, tree_nodes
 # %% ../../nbs/17_speculate.ipynb #e1527678
 def load_prompts(path: str, n: int | None = None, seed: int = 1) -> list[list[dict]]:
     """Chat messages ending with a user turn: 'heldout' (24 prompts of four kinds, never trained on), 'embedded' (the
-    tail of the training prompt set), JSONL ({'turns'} or conversations), or plain lines."""
+    last prompts of each kind of the training prompt set), JSONL ({'turns'} or conversations), or plain lines."""
     if path == "heldout":
         return [p["conversations"] for p in heldout_prompts(n)]
-    if path == "embedded":  # the tail of the shuffled embedded set, away from the first prompts used for training data
-        ps = embedded_prompts(seed=0)[-(n or 20) :]
-        return [p["conversations"] for p in ps]
+    if path == "embedded":  # each kind's last prompts, away from the first ones, which make the training data
+        ps, k = embedded_prompts(seed=0), n or 20
+        kinds = list(dict.fromkeys(p["kind"] for p in ps))
+        per = -(-k // len(kinds))
+        tails = [[p for p in ps if p["kind"] == kind][-per:] for kind in kinds]
+        return [t[i]["conversations"] for i in range(per) for t in tails][:k]
     if not Path(path).is_file():
         raise SpeculativeError(
             f"prompt file {str(path)!r} does not exist; pass a JSONL or text file, 'heldout' or 'embedded'."
