@@ -47,12 +47,21 @@ def _methods(args):
             print(f"skipping {name}: no drafter at {path} (train one with nbs/18_drafter_recipes.ipynb)")
             continue
         k = args.num_draft_tokens if name == "eagle3" else args.dflash_draft_tokens
-        out.append((name, path, 0, k))
+        out.append((name, path, 0, k, 0.0))
+        for c in _floats(args.min_confidence):  # the same drafter, its drafts cut where it doubts
+            out.append((f"{name}-conf{c:g}", path, 0, k, c))
+        if name == "eagle3":
+            for n in _floats(args.chain_lengths):
+                out.append((f"eagle3-k{int(n)}", path, 0, int(n), 0.0))
         if name == "eagle3" and args.tree_nodes:
-            out.append(("eagle3-tree", path, args.tree_nodes, args.tree_depth))
+            out.append(("eagle3-tree", path, args.tree_nodes, args.tree_depth, 0.0))
     if args.prompt_lookup:  # the drafter with no weights: a baseline every trained drafter should beat
-        out.append(("prompt-lookup", "", 0, args.prompt_lookup))
+        out.append(("prompt-lookup", "", 0, args.prompt_lookup, 0.0))
     return out
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x.strip()]
 
 
 def measure(args, dev, precision):
@@ -68,13 +77,17 @@ def measure(args, dev, precision):
     )
     ids = [chat_ids(tok, m) for m in prompts]
     methods = _methods(args)
-    drafts = {path: load_draft(path, dev, prec.dtype) for _, path, _, _ in methods if path}
+    drafts = {m[1]: load_draft(m[1], dev, prec.dtype) for m in methods if m[1]}
 
     def run(name, i):
         if name == "plain":
             return plain_decode(tgt, ids[i], args.max_new_tokens, eos_token_id=eos)
-        _, path, tree, k = next(m for m in methods if m[0] == name)
-        proposer = make_proposer(drafts[path], tables, k, tree_nodes=tree) if path else PromptLookupProposer(k)
+        _, path, tree, k, conf = next(m for m in methods if m[0] == name)
+        proposer = (
+            make_proposer(drafts[path], tables, k, tree_nodes=tree, min_confidence=conf)
+            if path
+            else PromptLookupProposer(k)
+        )
         return speculative_decode(tgt, proposer, ids[i], args.max_new_tokens, SamplingParams(), 0, eos)
 
     names = ["plain"] + [m[0] for m in methods]
@@ -120,7 +133,7 @@ def measure(args, dev, precision):
         f"same tokens on {hf_same}/{len(ids)} prompts"
     )
     print(
-        f"{'method':12} {'tau':>5} {'speedup':>8} {'tok/s':>7} {'lossless':>9} {'draft/cyc':>10} {'verify/cyc':>11}  "
+        f"{'method':16} {'tau':>5} {'speedup':>8} {'tok/s':>7} {'lossless':>9} {'draft/cyc':>10} {'verify/cyc':>11}  "
         f"tau by kind; acceptance by position"
     )
     for n in names[1:]:
@@ -138,7 +151,7 @@ def measure(args, dev, precision):
         m["lossless_prompts"] = f"{sum(x.tokens == p.tokens for x, p in zip(rounds[0][n], plain0))}/{len(ids)}"
         out[n] = m
         print(
-            f"{n:12} {m['tau_pooled']:5.2f} {m['speedup_median']:8.2f} {m['tokens_per_s_median']:7.1f} "
+            f"{n:16} {m['tau_pooled']:5.2f} {m['speedup_median']:8.2f} {m['tokens_per_s_median']:7.1f} "
             f"{m['lossless_prompts']:>9} {m['draft_steps_per_cycle']:10.2f} {m['verify_steps_per_cycle']:11.2f}  "
             f"{m['tau_by_kind']}; {m['acceptance_by_position'][:6]}"
         )
@@ -179,6 +192,14 @@ def main():
         "--tree-nodes", type=int, default=0, help="also run the EAGLE-3 drafter with a dynamic tree of this many nodes"
     )
     ap.add_argument("--tree-depth", type=int, default=None, help="tree depth (default: the chain length)")
+    ap.add_argument(
+        "--chain-lengths", default="", help="comma list: also run the EAGLE-3 chain with these lengths (eagle3-kN)"
+    )
+    ap.add_argument(
+        "--min-confidence",
+        default="",
+        help="comma list: also run each drafter with its drafts cut below this drafter probability (NAME-confC)",
+    )
     ap.add_argument(
         "--prompt-lookup",
         type=int,

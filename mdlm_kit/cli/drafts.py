@@ -221,6 +221,7 @@ def cmd_speculate(args):
             ("top-p", args.top_p, 0 < args.top_p <= 1, "in (0, 1]"),
             ("tree-nodes", args.tree_nodes, args.tree_nodes >= 0, "0 (a chain) or more"),
             ("tree-top-k", args.tree_top_k, args.tree_top_k >= 1, "at least 1"),
+            ("min-confidence", args.min_confidence, 0 <= args.min_confidence <= 1, "in [0, 1]"),
         ]
         if not ok
     ]
@@ -244,6 +245,7 @@ def cmd_speculate(args):
         not args.no_progress,
         tree_nodes=args.tree_nodes,
         tree_top_k=args.tree_top_k,
+        min_confidence=args.min_confidence,
     )
     text = json.dumps(res, indent=1)
     if args.output:
@@ -360,6 +362,13 @@ def _add_speculate(sub):
     )
     p.add_argument(
         "--tree-top-k", type=int, default=4, help="EAGLE-3 tree: children expanded per node and nodes kept per depth"
+    )
+    p.add_argument(
+        "--min-confidence",
+        type=float,
+        default=0.0,
+        help="chain and DFlash: stop a cycle's drafts before one (after the first) that the drafter gives less than "
+        "this probability (0: never)",
     )
     p.add_argument("--baseline", action="store_true", help="also time plain decoding at temperature > 0")
     p.add_argument("--output", help="write the JSON here too")

@@ -535,10 +535,12 @@ def draft_block(
     start: int,
     cache=None,
     n_draft: int | None = None,
+    min_confidence: float = 0.0,
 ) -> torch.Tensor:
-    "Decoding time: greedy draft tokens (n_draft,) for the first n_draft slots (default"
-    "all bs-1) of the block [anchor_token, MASK…] at positions start.., given target "
-    "features of positions < start (1, start, K*H), or a `DFlashContextCache` holding them."
+    """Decoding time: greedy draft tokens (n_draft,) for the first n_draft slots (default all bs-1) of the block
+    [anchor_token, MASK…] at positions start.., given target features of positions < start (1, start, K*H), or a
+    `DFlashContextCache` holding them. With `min_confidence` > 0 the drafts stop before the first slot after the
+    first whose top probability is below it."""
     cfg = draft.config
     bs = cfg.block_size
     dev = next(draft.parameters()).device
@@ -565,7 +567,12 @@ def draft_block(
     # the whole block runs through the drafter (its slots attend to each other), but the LM head, the largest cost at
     # decoding time (7 slots x a 49k vocabulary for SmolLM2), runs only on the slots that will be verified
     n = bs - 1 if n_draft is None else max(0, min(n_draft, bs - 1))
-    return tables.logits(h[:, 1 : 1 + n])[0].argmax(-1)
+    lg = tables.logits(h[:, 1 : 1 + n])[0]  # (n, V)
+    out = lg.argmax(-1)
+    if min_confidence > 0 and n > 1:
+        low = (lg[1:].float().softmax(-1).amax(-1) < min_confidence).nonzero()
+        out = out[: 1 + int(low[0])] if len(low) else out
+    return out
 
 
 class DFlashContextCache:
@@ -594,9 +601,12 @@ class DFlashProposer(Proposer):
     """DFlash at decoding time: one drafter pass over the block [b, MASK…] per cycle, its first `num_draft_tokens` slots
     (default all block_size-1) proposed as greedy drafts; committed positions live in a `DFlashContextCache`."""
 
-    def __init__(self, draft: DFlashDraftModel, tables, num_draft_tokens: int | None = None):
+    def __init__(
+        self, draft: DFlashDraftModel, tables, num_draft_tokens: int | None = None, min_confidence: float = 0.0
+    ):
         self.draft, self.tables = draft.eval(), tables
         self.k = draft.config.block_size - 1 if num_draft_tokens is None else num_draft_tokens
+        self.min_confidence = min_confidence  # cut the drafts before a doubtful slot (0: never)
         self.layer_ids = tuple(draft.config.target_layer_ids)
 
     def begin(self, prompt_ids, features, first):
@@ -604,7 +614,8 @@ class DFlashProposer(Proposer):
 
     def propose(self, b, start, budget, sp, g=None):
         n = min(self.k, budget)
-        return Proposal(draft_block(self.draft, self.tables, None, b, start, cache=self.cache, n_draft=n))
+        ids = draft_block(self.draft, self.tables, None, b, start, self.cache, n, self.min_confidence)
+        return Proposal(ids)
 
     def commit(self, new, features):
         self.cache.extend(features.float())  # b and the accepted drafts

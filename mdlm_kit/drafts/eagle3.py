@@ -380,20 +380,23 @@ class Eagle3ContextCache:
 
 # %% ../../nbs/13_eagle3.ipynb #04428a08
 @torch.no_grad()
-def eagle3_propose(draft: Eagle3DraftModel, cache: Eagle3ContextCache, k: int, sp: SamplingParams, g=None):
-    """k draft target ids (k,) after the cached sequence, and their proposals over the target vocabulary (k, V) (None
-    when greedy)."""
+def eagle3_propose(
+    draft: Eagle3DraftModel, cache: Eagle3ContextCache, k: int, sp: SamplingParams, g=None, min_confidence: float = 0.0
+):
+    """Up to k draft target ids (k,) after the cached sequence, and their proposals over the target vocabulary (k, V)
+    (None when greedy). The chain stops early, before any draft after the first whose probability under the drafter is
+    below `min_confidence` (0: always k)."""
     ids_d, V = draft.draft_ids(), draft.config.vocab_size
     a, past, n = cache.last, cache.kv, cache.length  # a: the layer output at the last committed position
     out, qs = [], []
     for j in range(k):
         lg = draft.logits(a)[0, 0].float()
-        if sp.greedy:
-            i = int(lg.argmax())
-        else:
-            pd = target_probs(lg, sp)
+        pd = target_probs(lg, sp) if not sp.greedy else lg.softmax(-1) if min_confidence > 0 else None
+        i = int(lg.argmax()) if sp.greedy else draw(pd, g)
+        if j > 0 and min_confidence > 0 and float(pd[i]) < min_confidence:
+            break  # a doubtful draft costs a verified row and is likely rejected
+        if not sp.greedy:
             qs.append(torch.zeros(V, device=pd.device).index_copy_(0, ids_d, pd))
-            i = draw(pd, g)
         out.append(int(ids_d[i]))
         if j == k - 1:
             break
@@ -451,10 +454,12 @@ def eagle3_tree_propose(
 
 # %% ../../nbs/13_eagle3.ipynb #91708a5c
 class Eagle3Proposer(Proposer):
-    "EAGLE-3 at decoding time: a chain of `num_draft_tokens` drafts per cycle from the drafter's own KV cache."
+    """EAGLE-3 at decoding time: a chain of up to `num_draft_tokens` drafts per cycle from the drafter's own KV cache,
+    cut before a draft the drafter gives less than `min_confidence` (0: never cut)."""
 
-    def __init__(self, draft: Eagle3DraftModel, tables, num_draft_tokens: int = 5):
+    def __init__(self, draft: Eagle3DraftModel, tables, num_draft_tokens: int = 5, min_confidence: float = 0.0):
         self.draft, self.tables, self.k = draft.eval(), tables, num_draft_tokens
+        self.min_confidence = min_confidence
         self.layer_ids = tuple(draft.config.eagle_aux_hidden_state_layer_ids)
 
     def begin(self, prompt_ids, features, first):
@@ -462,7 +467,7 @@ class Eagle3Proposer(Proposer):
         self.cache = Eagle3ContextCache(self.draft, self.tables).extend(nxt, features)
 
     def propose(self, b, start, budget, sp, g=None):
-        ids, q = eagle3_propose(self.draft, self.cache, min(self.k, budget), sp, g)
+        ids, q = eagle3_propose(self.draft, self.cache, min(self.k, budget), sp, g, self.min_confidence)
         return Proposal(ids, q=q)
 
     def commit(self, new, features):

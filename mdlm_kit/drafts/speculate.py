@@ -51,15 +51,23 @@ def load_draft(path, device="cpu", dtype=torch.float32):
     )
 
 
-def make_proposer(draft, tables, num_draft_tokens: int | None = None, tree_nodes: int = 0, tree_top_k: int = 4):
+def make_proposer(
+    draft,
+    tables,
+    num_draft_tokens: int | None = None,
+    tree_nodes: int = 0,
+    tree_top_k: int = 4,
+    min_confidence: float = 0.0,
+):
     """The one choice of decoder: DFlash, or EAGLE-3 as a chain, or as a tree of `tree_nodes` nodes (depth =
-    `num_draft_tokens`, `tree_top_k` children per node)."""
+    `num_draft_tokens`, `tree_top_k` children per node). A chain or DFlash block is cut before a draft after the first
+    whose probability under the drafter is below `min_confidence` (0: never)."""
     k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
     if isinstance(draft, DFlashDraftModel):
-        return DFlashProposer(draft, tables, k)
+        return DFlashProposer(draft, tables, k, min_confidence)
     if tree_nodes:
         return Eagle3TreeProposer(draft, tables, depth=k, top_k=tree_top_k, tree_nodes=tree_nodes)
-    return Eagle3Proposer(draft, tables, k)
+    return Eagle3Proposer(draft, tables, k, min_confidence)
 
 # %% ../../nbs/17_speculate.ipynb #e1527678
 def load_prompts(path: str, n: int | None = None, seed: int = 1) -> list[list[dict]]:
@@ -120,6 +128,7 @@ def speculate(
     progress: bool = True,
     tree_nodes: int = 0,
     tree_top_k: int = 4,
+    min_confidence: float = 0.0,
 ) -> dict:
     """Speculative decoding over chat prompts with the drafter's decoder (`make_proposer`); returns the metrics, with
     `lossless` at temperature 0. `num_draft_tokens`: how deep a cycle goes (default: `default_draft_tokens`)."""
@@ -135,7 +144,7 @@ def speculate(
     runs, base = [], []
     for i, msgs in enumerate(tqdm(prompts, disable=not progress, desc="speculate")):
         ids = chat_ids(tok, msgs)
-        proposer = make_proposer(draft, tables, num_draft_tokens, tree_nodes, tree_top_k)
+        proposer = make_proposer(draft, tables, num_draft_tokens, tree_nodes, tree_top_k, min_confidence)
         r = speculative_decode(target, proposer, ids, max_new_tokens, sp, seed + i, eos)
         runs.append(r)
         if baseline or sp.greedy:
