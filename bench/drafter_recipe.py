@@ -2,8 +2,8 @@
 the D-PACE loss) and EAGLE-3 trained side by side; the wall and CPU time of every stage, the data sizes, and the
 drafters' held-out curves, written to one JSON file.
 
-    python bench/drafter_recipe.py --output-dir runs/r2        # SmolLM2-135M-Instruct: about 80 minutes here
-    python bench/drafter_recipe.py --collect runs/r2           # only rebuild the JSON from a finished run
+    python bench/drafter_recipe.py --output-dir runs/r3        # SmolLM2-135M-Instruct: 58 minutes, 1.8 CPU-hours here
+    python bench/drafter_recipe.py --collect runs/r3           # only rebuild the JSON from a finished run
 
 Every stage is an `mdlm-kit` command in a child process (the same commands as `nbs/18_drafter_recipes.ipynb`). Its
 wall time is measured around it; its CPU time is the children's user + system time (`resource.getrusage`), so it

@@ -391,8 +391,12 @@ def eagle3_propose(
     out, qs = [], []
     for j in range(k):
         lg = draft.logits(a)[0, 0].float()
-        pd = target_probs(lg, sp) if not sp.greedy else lg.softmax(-1) if min_confidence > 0 else None
-        i = int(lg.argmax()) if sp.greedy else draw(pd, g)
+        if sp.greedy:
+            i = int(lg.argmax())
+            pd = lg.softmax(-1) if min_confidence > 0 else None  # only to read the draft's confidence
+        else:
+            pd = target_probs(lg, sp)
+            i = draw(pd, g)
         if j > 0 and min_confidence > 0 and float(pd[i]) < min_confidence:
             break  # a doubtful draft costs a verified row and is likely rejected
         if not sp.greedy:
