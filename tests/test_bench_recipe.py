@@ -20,7 +20,8 @@ def test_recipe_runs_every_stage_and_summarises_it(tmp_path, monkeypatch, capsys
     argv = ["drafter_recipe.py", "--target", str(tmp_path / "target"), "--output-dir", str(run)]
     argv += ["--num-prompts", "16", "--eval-prompts", "6", "--max-new-tokens", "24", "--gen-batch-size", "8"]
     argv += ["--temperature", "1.0"]  # a random tiny target answers with EOS at once when greedy
-    argv += ["--block-size", "4", "--eagle3-layers", "1,2,3,4", "--dflash-steps", "3", "--eagle3-steps", "2"]
+    argv += ["--block-size", "4", "--eagle3-layers", "1,2,3,4", "--target-layers", "5"]
+    argv += ["--dflash-steps", "3", "--eagle3-steps", "2"]
     argv += ["--dflash-eval", "3", "--eagle3-eval", "2", "--output", str(out)]
     monkeypatch.setattr(sys, "argv", argv)
     drafter_recipe.main()
@@ -30,7 +31,9 @@ def test_recipe_runs_every_stage_and_summarises_it(tmp_path, monkeypatch, capsys
         assert stage["wall_s"] > 0 and stage["cpu_s"] > 0
     assert len((run / "chat/all.jsonl").read_text().splitlines()) == 16
     assert len((run / "chat/eval.jsonl").read_text().splitlines()) == 6
-    kept = json.loads((run / "feats3/train/index.json").read_text())["n_samples"]
+    index = json.loads((run / "feats/train/index.json").read_text())
+    assert index["layer_ids"] == [1, 2, 3, 4]  # one pass: DFlash's 1,1,2,2,2 and EAGLE-3's 1,2,3,4
+    kept = index["n_samples"]
     assert s["train_data"]["conversations"] == kept and 0 < kept <= 10
     assert s["train_data"]["supervised_tokens"] < s["train_data"]["tokens"]
     assert s["dflash"]["steps"] == 3 and s["eagle3"]["steps"] == 2

@@ -538,7 +538,7 @@ def draft_block(
     min_confidence: float = 0.0,
 ) -> torch.Tensor:
     """Decoding time: greedy draft tokens (n_draft,) for the first n_draft slots (default all bs-1) of the block
-    [anchor_token, MASK…] at positions start.., given target features of positions < start (1, start, K*H), or a
+    [anchor_token, MASK…] at positions start.., given target features of positions < start `(1, start, K*H)`, or a
     `DFlashContextCache` holding them. With `min_confidence` > 0 the drafts stop before the first slot after the
     first whose top probability is below it."""
     cfg = draft.config
