@@ -265,7 +265,10 @@ def _add_make_chat_data(sub):
     )
     p.add_argument("--target", default="smollm2", help="target model (default: smollm2)")
     p.add_argument(
-        "--prompts", default="embedded", help="'embedded' (built from Python's docs) or a JSONL of conversations"
+        "--prompts",
+        default="embedded",
+        help="'embedded' (five kinds in turn: Python docs, writing, code, maths, reasoning) or a JSONL of "
+        "conversations",
     )
     p.add_argument("--num-prompts", type=int, default=0, help="use at most this many prompts (0: all)")
     p.add_argument("--output", required=True, help="output JSONL (appended to)")
