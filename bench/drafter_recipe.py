@@ -87,12 +87,28 @@ def _train_both(f, run: Path):
         _wait(_kit(DFLASH.format(**f), one, d), _kit(EAGLE3.format(**f), one, e))
 
 
+def target_layer_count(target: str) -> int:
+    "The target's decoder layers, from its config alone (a GGUF's header, or config.json)."
+    from transformers import AutoConfig
+    from mdlm_kit.drafts.targets import resolve_target
+
+    path, gguf = resolve_target(target)
+    return AutoConfig.from_pretrained(path, **({"gguf_file": gguf} if gguf else {})).num_hidden_layers
+
+
+def feature_layers(a) -> tuple[list[int], list[int]]:
+    "EAGLE-3's layers (its three and the last) and the union both drafters read, from the flags or the target."
+    from mdlm_kit.drafts.dflash import build_target_layer_ids
+    from mdlm_kit.drafts.eagle3 import default_aux_layer_ids
+
+    n = a.target_layers or target_layer_count(a.target)
+    eagle3 = [int(i) for i in a.eagle3_layers.split(",")] if a.eagle3_layers else default_aux_layer_ids(n) + [n - 1]
+    return eagle3, sorted(set(build_target_layer_ids(n, 5)) | set(eagle3))
+
+
 def run_recipe(a, run: Path):
     "The stages, each timed."
-    from mdlm_kit.drafts.dflash import build_target_layer_ids
-
-    eagle3 = [int(i) for i in a.eagle3_layers.split(",")]
-    union = sorted(set(build_target_layer_ids(a.target_layers, 5)) | set(eagle3))
+    eagle3, union = feature_layers(a)
     f = vars(a) | {
         "run": run,
         "eagle3_aux": ",".join(map(str, eagle3[:-1])),  # the last layer is for the labels
@@ -162,8 +178,10 @@ def main():
     ap.add_argument("--gen-batch-size", type=int, default=96, help="answers per generate call")
     ap.add_argument("--temperature", type=float, default=0.0, help="0: greedy answers, as decoding is measured")
     ap.add_argument("--block-size", type=int, default=8, help="DFlash block")
-    ap.add_argument("--eagle3-layers", default="1,14,26,29", help="EAGLE-3's three feature layers and the last")
-    ap.add_argument("--target-layers", type=int, default=30, help="the target's layer count (DFlash's layers by it)")
+    ap.add_argument(
+        "--eagle3-layers", default="", help="EAGLE-3's three feature layers and the last (default: by the target's)"
+    )
+    ap.add_argument("--target-layers", type=int, default=0, help="the target's layer count (0: from its config)")
     ap.add_argument("--dflash-steps", type=int, default=1000)
     ap.add_argument("--eagle3-steps", type=int, default=500)
     ap.add_argument("--dflash-eval", type=int, default=125)

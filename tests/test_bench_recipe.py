@@ -1,7 +1,7 @@
 """The timed drafter recipe (`bench/drafter_recipe.py`) end to end on a tiny target: every stage runs, is timed,
 and the summary counts the data and the training it did."""
 
-import json, sys
+import argparse, json, sys
 from pathlib import Path
 import pytest
 
@@ -45,3 +45,16 @@ def test_recipe_runs_every_stage_and_summarises_it(tmp_path, monkeypatch, capsys
     assert {k: again[k] for k in ("stages", "train_data", "dflash", "eagle3")} == {
         k: s[k] for k in ("stages", "train_data", "dflash", "eagle3")
     }
+
+
+def test_layers_come_from_the_target_config(tmp_path):
+    "Without --target-layers and --eagle3-layers the recipe reads the layer count from the target's config."
+    from mdlm_kit.drafts.targets import tiny_target
+
+    tiny_target("qwen3", num_layers=6).model.save_pretrained(tmp_path / "t")
+    flags = argparse.Namespace(target=str(tmp_path / "t"), target_layers=0, eagle3_layers="")
+    assert drafter_recipe.target_layer_count(flags.target) == 6
+    # EAGLE-3: layers 1, 6 // 2 - 1, 6 - 4 and the last; DFlash: 5 spread between 1 and 6 - 3
+    assert drafter_recipe.feature_layers(flags) == ([1, 2, 2, 5], [1, 2, 3, 5])
+    flags.eagle3_layers, flags.target_layers = "1,2,3,4", 5  # the flags win
+    assert drafter_recipe.feature_layers(flags) == ([1, 2, 3, 4], [1, 2, 3, 4])
