@@ -170,3 +170,21 @@ def test_profile_writes_a_trace(tiny, tmp_path):
     ).run()
     traces = list((tmp_path / "p" / "profile").glob("*.json"))
     assert len(traces) == 1 and traces[0].stat().st_size > 1000
+
+
+def test_head_init_from_target(tiny, tmp_path):
+    "--init-head-from-target: the head is the target's rows of the draft vocabulary; the norm is the features' scale."
+    tgt, chat, _ = tiny
+    quiet = dict(target=tgt, progress=False, log=lambda *a: None)
+    plain = DraftTrainer(_cfg(chat), tmp_path / "a", "eagle3", **quiet)
+    warm = DraftTrainer(_cfg(chat, init_head_from_target=True), tmp_path / "b", "eagle3", **quiet)
+    head = tgt.embeddings_and_head().head_weight
+    ids = warm.model.draft_ids()
+    assert ids.shape == (64,) and torch.equal(warm.model.lm_head.weight, head[ids])
+    assert not torch.allclose(plain.model.lm_head.weight, head[ids])
+    H = warm.model.config.hidden_size
+    last = warm.batch(warm.train_set, warm.micro_batch(0)[0])[2][..., 3 * H :].reshape(-1, H)
+    last = last[last.abs().sum(-1) > 0]  # the real rows of the first batch
+    torch.testing.assert_close(warm.model.norm.weight, last.pow(2).mean(0).sqrt())
+    assert torch.equal(plain.model.norm.weight, torch.ones(H))
+    assert torch.equal(warm.model.fc.weight, plain.model.fc.weight)  # the rest starts as before

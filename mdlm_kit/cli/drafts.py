@@ -51,6 +51,8 @@ _HELP = {
     "optimizer": "adamw, or adamw_8bit (bitsandbytes, CUDA)",
     "fp32_params": "keep fp32 master weights under bf16 autocast (--no-fp32-params casts the drafter to bf16)",
     "ckpt_dir": "start from this saved drafter directory (fine-tuning)",
+    "init_head_from_target": "EAGLE-3: start the draft head from the target's LM head rows and its final norm from the "
+    "scale of the target's last features (--init-head-from-target)",
     "feature_scaled_init": "initialise the feature projection per input dimension from the first batch's scale "
     "(--no-feature-scaled-init: plain N(0, 0.02))",
     "profile": "write a torch profiler trace to OUTPUT_DIR/profile",
@@ -94,7 +96,7 @@ DFLASH_ONLY = (
     "dpace_alpha",
     "attention_backend",
 )
-EAGLE3_ONLY = ("ttt_length", "draft_vocab_size", "eagle_aux_hidden_state_layer_ids")
+EAGLE3_ONLY = ("ttt_length", "draft_vocab_size", "eagle_aux_hidden_state_layer_ids", "init_head_from_target")
 # the reference EAGLE-3 recipe's own defaults (SpecForge configs; the EAGLE paper uses lr 5e-5 and clipping 0.5)
 EAGLE3_DEFAULTS = {"learning_rate": 1e-4, "warmup_ratio": 0.015, "max_grad_norm": 0.5}
 

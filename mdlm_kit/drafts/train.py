@@ -96,6 +96,7 @@ class DrafterSettings:
     draft_vocab_size: int = 8192
     eagle_aux_hidden_state_layer_ids: list = field(default_factory=list)
     feature_scaled_init: bool = True
+    init_head_from_target: bool = False  # EAGLE-3: its head starts as the target's rows, its norm at their scale
     ckpt_dir: str = ""  # fine-tune from this saved drafter
 
 
@@ -257,7 +258,7 @@ RESUME_MAY_CHANGE = {
 }
 # settings renamed since runs were saved (old -> new), and settings added later with the value older runs had in effect
 RENAMED_SETTINGS = {"optimizer_type": "optimizer"}
-LEGACY_SETTINGS = {"training.warmup_steps": 0}
+LEGACY_SETTINGS = {"training.warmup_steps": 0, "model.init_head_from_target": False}
 
 # %% ../../nbs/15_draft_train.ipynb #df9bfd7c
 def resolve_mask_token_id(spec, tokenizer, vocab_size: int) -> int:
@@ -384,11 +385,20 @@ class Eagle3Recipe:
     def min_loss_tokens(self):
         return 2
 
-    def init_from_tables(self, tables):
-        pass
+    @torch.no_grad()
+    def init_from_tables(self, tables):  # after `prepare`: the draft vocabulary is known
+        if self.cfg.model.init_head_from_target:
+            w = self.model.lm_head.weight
+            w.copy_(tables.head_weight[self.model.draft_ids().to(tables.head_weight.device)].to(w))
 
+    @torch.no_grad()
     def init_from_features(self, hidden):
-        feature_scaled_init_(self.model.fc, hidden[..., : 3 * self.model.config.hidden_size])
+        H = self.model.config.hidden_size
+        feature_scaled_init_(self.model.fc, hidden[..., : 3 * H])
+        if self.cfg.model.init_head_from_target:  # the target's final features set the norm's per-channel scale
+            last = hidden[..., 3 * H :].reshape(-1, H).float()
+            last = last[last.abs().sum(-1) > 0]  # padding rows are zeros
+            self.model.norm.weight.copy_(last.pow(2).mean(0).sqrt())
 
     def prepare(self, train_set, cache_dir, data_id):
         "The draft vocabulary from the training data, cached per data (and tokenizer) and size."
@@ -514,7 +524,6 @@ class DraftTrainer(TrainLoop):
         mask_id = resolve_mask_token_id(cfg.model.mask_token_id, tok, self.tables.vocab_size)
         seed_everything(cfg.training.seed)
         self.recipe = RECIPES[self.algorithm](cfg, tconf, mask_id, digest)
-        self.recipe.init_from_tables(self.tables)
         self.model = self.recipe.model.to(self.device)
         self.train_set, self.data_id = self._load_data(
             cfg.data.train_data_path, cfg.data.train_hidden_states_path, tok, digest
@@ -525,6 +534,7 @@ class DraftTrainer(TrainLoop):
             else None
         )
         self.recipe.prepare(self.train_set, self.cache_dir, self.data_id)
+        self.recipe.init_from_tables(self.tables)
         self.n_batches = -(-len(self.train_set) // cfg.training.batch_size)
         if (
             cfg.model.feature_scaled_init

@@ -1,0 +1,84 @@
+"""EAGLE-3 training settings side by side on the same saved features: each arm is the recipe's `train-eagle3` command
+plus its own flags, run for the first STEPS of the same schedule, two arms at a time with one thread each; their
+held-out curves (first-draft accuracy and simulated τ at every evaluation) go to one JSON file.
+
+    python bench/eagle3_settings.py --features runs/r4/feats --output-dir runs/r4 \\
+        --arm x_base= --arm x_head=--init-head-from-target --arm x_lr25=--learning-rate=2.5e-3 \\
+        --arm x_lr50=--learning-rate=5e-3 --output bench/results/eagle3_settings.json
+
+An arm whose run directory already holds STEPS steps is only collected (`--collect` collects them all). Accuracy is
+not a speed figure: the arms may share the cores."""
+
+import argparse, json, os, subprocess, sys
+from pathlib import Path
+from mdlm_kit.core.checkpoint import read_events
+
+BASE = (
+    "train-eagle3 --target-model-path {target} --train-hidden-states-path {features}/train "
+    "--eval-hidden-states-path {features}/eval --batch-size 4 --ttt-length 4 "
+    "--eagle-aux-hidden-state-layer-ids 1,14,26 --learning-rate 1e-3 --max-steps {max_steps} "
+    "--eval-interval {eval_interval} --save-interval 25 --no-progress "
+    "--max-run-steps {steps}"
+)
+
+
+def command(a, name: str, flags: str) -> list[str]:
+    "The arm's mdlm-kit arguments: the recipe's, then its own flags (a later flag wins)."
+    extra = [f for f in flags.replace("=", " ").split() if f] if flags.startswith("--") else []
+    return BASE.format(**vars(a)).split() + extra + ["--output-dir", str(Path(a.output_dir) / name)]
+
+
+def curve(run: Path) -> list[dict]:
+    return [
+        {"step": e["step"], "acc_by_position": e["acc_by_position"], "tau": round(e["tau"], 3)}
+        for e in read_events(run / "events.jsonl")
+        if e["event"] == "eval"
+    ]
+
+
+def done(run: Path, steps: int) -> bool:
+    "The arm has been evaluated at STEPS (or later)."
+    return (run / "events.jsonl").is_file() and any(c["step"] >= steps for c in curve(run))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", default="smollm2")
+    ap.add_argument("--features", required=True, help="a recipe run's feats directory (train/ and eval/)")
+    ap.add_argument("--output-dir", required=True, help="the arms' run directories go here")
+    ap.add_argument("--arm", action="append", default=[], help="NAME=FLAGS (flags joined by '=' or spaces)")
+    ap.add_argument("--steps", type=int, default=200, help="steps run of each arm")
+    ap.add_argument("--max-steps", type=int, default=500, help="the schedule's length (the recipe's)")
+    ap.add_argument("--eval-interval", type=int, default=100)
+    ap.add_argument("--collect", action="store_true", help="only collect finished arms")
+    ap.add_argument("--output", default="bench/results/eagle3_settings.json")
+    a = ap.parse_args()
+    arms = dict(s.split("=", 1) for s in a.arm)
+    exe = str(Path(sys.executable).with_name("mdlm-kit"))
+    todo = [] if a.collect else [n for n in arms if not done(Path(a.output_dir) / n, a.steps)]
+    one = os.environ | {"OMP_NUM_THREADS": "1"}
+    for i in range(0, len(todo), 2):  # two at a time, one core each
+        procs = [subprocess.Popen([exe, *command(a, n, arms[n])], env=one) for n in todo[i : i + 2]]
+        if any(p.wait() != 0 for p in procs):
+            raise SystemExit("an arm failed; see its output above")
+    out = {
+        "command": "python " + " ".join(sys.argv),
+        "arms": {
+            n: {"flags": arms[n], "args": " ".join(command(a, n, arms[n])), "curve": curve(Path(a.output_dir) / n)}
+            for n in arms
+        },
+    }
+    Path(a.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.output).write_text(json.dumps(out, indent=1) + "\n")
+    for n, r in out["arms"].items():
+        last = r["curve"][-1] if r["curve"] else None
+        if last:
+            print(
+                f"{n:10} {r['flags'] or '(recipe)':32} step {last['step']}: first draft "
+                f"{last['acc_by_position'][0]:.3f}, simulated tau {last['tau']:.2f}"
+            )
+    print(f"wrote {a.output}")
+
+
+if __name__ == "__main__":
+    main()
