@@ -51,8 +51,8 @@ _HELP = {
     "optimizer": "adamw, or adamw_8bit (bitsandbytes, CUDA)",
     "fp32_params": "keep fp32 master weights under bf16 autocast (--no-fp32-params casts the drafter to bf16)",
     "ckpt_dir": "start from this saved drafter directory (fine-tuning)",
-    "init_head_from_target": "EAGLE-3: start the draft head from the target's LM head rows and its final norm from the "
-    "scale of the target's last features (--init-head-from-target)",
+    "init_head_from_target": "EAGLE-3: start the draft head from the target's LM head rows and (with the "
+    "feature-scaled init) its final norm from the scale of the target's last features",
     "feature_scaled_init": "initialise the feature projection per input dimension from the first batch's scale "
     "(--no-feature-scaled-init: plain N(0, 0.02))",
     "profile": "write a torch profiler trace to OUTPUT_DIR/profile",
