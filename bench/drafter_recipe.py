@@ -27,12 +27,14 @@ DFLASH = (
     "--learning-rate 1e-3 --num-anchors 16 --batch-size 4 --max-steps {dflash_steps} --eval-interval {dflash_eval} "
     "--save-interval 50 --no-progress"
 )
-EAGLE3 = (
-    "train-eagle3 --target-model-path {target} --train-hidden-states-path {run}/feats/train "
-    "--eval-hidden-states-path {run}/feats/eval --output-dir {run}/eagle3 --batch-size 4 --ttt-length 4 "
+# EAGLE-3's training but for where it writes (bench/eagle3_settings.py gives each of its arms a directory)
+EAGLE3_ARGS = (
+    "train-eagle3 --target-model-path {target} --train-hidden-states-path {feats}/train "
+    "--eval-hidden-states-path {feats}/eval --batch-size 4 --ttt-length 4 "
     "--eagle-aux-hidden-state-layer-ids {eagle3_aux} --learning-rate 1e-3 --max-steps {eagle3_steps} "
     "--eval-interval {eagle3_eval} --save-interval 25 --no-progress"
 )
+EAGLE3 = EAGLE3_ARGS + " --output-dir {run}/eagle3"
 DATA = (
     "make-chat-data --target {target} --num-prompts {num_prompts} --max-new-tokens {max_new_tokens} "
     "--batch-size {gen_batch_size} --temperature {temperature} --output {run}/chat/all.jsonl --no-progress"
@@ -111,6 +113,7 @@ def run_recipe(a, run: Path):
     eagle3, union = feature_layers(a)
     f = vars(a) | {
         "run": run,
+        "feats": run / "feats",
         "eagle3_aux": ",".join(map(str, eagle3[:-1])),  # the last layer is for the labels
         "feature_layers": ",".join(map(str, union)),
     }

@@ -11,28 +11,26 @@ not a speed figure: the arms may share the cores."""
 
 import argparse, json, os, subprocess, sys
 from pathlib import Path
-from mdlm_kit.core.checkpoint import read_events
-
-BASE = (
-    "train-eagle3 --target-model-path {target} --train-hidden-states-path {features}/train "
-    "--eval-hidden-states-path {features}/eval --batch-size 4 --ttt-length 4 "
-    "--eagle-aux-hidden-state-layer-ids 1,14,26 --learning-rate 1e-3 --max-steps {max_steps} "
-    "--eval-interval {eval_interval} --save-interval 25 --no-progress "
-    "--max-run-steps {steps}"
-)
+import drafter_recipe
+from mdlm_kit.drafts.recipes import eval_curve
 
 
 def command(a, name: str, flags: str) -> list[str]:
-    "The arm's mdlm-kit arguments: the recipe's, then its own flags (a later flag wins)."
+    "The arm's mdlm-kit arguments: the recipe's EAGLE-3 command, then the arm's own flags (a later flag wins)."
+    base = drafter_recipe.EAGLE3_ARGS.format(
+        target=a.target,
+        feats=a.features,
+        eagle3_aux=a.eagle3_aux,
+        eagle3_steps=a.max_steps,
+        eagle3_eval=a.eval_interval,
+    )
     extra = [f for f in flags.replace("=", " ").split() if f] if flags.startswith("--") else []
-    return BASE.format(**vars(a)).split() + extra + ["--output-dir", str(Path(a.output_dir) / name)]
+    return base.split() + ["--max-run-steps", str(a.steps)] + extra + ["--output-dir", str(Path(a.output_dir) / name)]
 
 
 def curve(run: Path) -> list[dict]:
     return [
-        {"step": e["step"], "acc_by_position": e["acc_by_position"], "tau": round(e["tau"], 3)}
-        for e in read_events(run / "events.jsonl")
-        if e["event"] == "eval"
+        {"step": e["step"], "acc_by_position": e["acc_by_position"], "tau": round(e["tau"], 3)} for e in eval_curve(run)
     ]
 
 
@@ -47,12 +45,15 @@ def main():
     ap.add_argument("--features", required=True, help="a recipe run's feats directory (train/ and eval/)")
     ap.add_argument("--output-dir", required=True, help="the arms' run directories go here")
     ap.add_argument("--arm", action="append", default=[], help="NAME=FLAGS (flags joined by '=' or spaces)")
+    ap.add_argument("--target-layers", type=int, default=0, help="the target's layer count (0: from its config)")
+    ap.add_argument("--eagle3-layers", default="", help="EAGLE-3's three feature layers and the last (default: by it)")
     ap.add_argument("--steps", type=int, default=200, help="steps run of each arm")
     ap.add_argument("--max-steps", type=int, default=500, help="the schedule's length (the recipe's)")
     ap.add_argument("--eval-interval", type=int, default=100)
     ap.add_argument("--collect", action="store_true", help="only collect finished arms")
     ap.add_argument("--output", default="bench/results/eagle3_settings.json")
     a = ap.parse_args()
+    a.eagle3_aux = ",".join(map(str, drafter_recipe.feature_layers(a)[0][:-1]))  # the last layer is for the labels
     arms = dict(s.split("=", 1) for s in a.arm)
     exe = str(Path(sys.executable).with_name("mdlm-kit"))
     todo = [] if a.collect else [n for n in arms if not done(Path(a.output_dir) / n, a.steps)]

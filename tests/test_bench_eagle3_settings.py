@@ -10,7 +10,7 @@ import eagle3_settings
 
 def test_arm_command_and_done(tmp_path):
     a = argparse.Namespace(target="smollm2", features="F", output_dir=str(tmp_path), max_steps=500, eval_interval=100)
-    a.steps = 200
+    a.steps, a.eagle3_aux = 200, "1,14,26"
     args = eagle3_settings.command(a, "x_lr", "--learning-rate=2.5e-3")
     i = args.index("--max-run-steps")
     assert args[0] == "train-eagle3" and args[i + 1] == "200"
