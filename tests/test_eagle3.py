@@ -1,6 +1,6 @@
 "EAGLE-3 drafter: alignment, TTT mask, vocabulary mapping, online = offline, exact resume, serving layout."
 
-import json
+import json, shutil
 from pathlib import Path
 import pytest
 import torch
@@ -188,3 +188,15 @@ def test_head_init_from_target(tiny, tmp_path):
     torch.testing.assert_close(warm.model.norm.weight, last.pow(2).mean(0).sqrt())
     assert torch.equal(plain.model.norm.weight, torch.ones(H))
     assert torch.equal(warm.model.fc.weight, plain.model.fc.weight)  # the rest starts as before
+
+
+def test_resume_rewrites_a_missing_or_stale_export(tiny, tmp_path):
+    "A kill after the last checkpoint but before its export: resuming the finished run writes the export again."
+    tgt, chat, _ = tiny
+    quiet = dict(target=tgt, progress=False, log=lambda *a: None)
+    DraftTrainer(_cfg(chat), tmp_path / "r", "eagle3", **quiet).run()
+    draft = tmp_path / "r" / "draft"
+    want = (draft / "model.safetensors").read_bytes()
+    shutil.rmtree(draft)
+    DraftTrainer(_cfg(chat), tmp_path / "r", "eagle3", resume=True, **quiet).run()
+    assert (draft / "model.safetensors").read_bytes() == want

@@ -178,6 +178,8 @@ def run(self: TrainLoop) -> dict:
     stop = total if self.max_run_steps is None else min(total, self.step + self.max_run_steps)
     bar = tqdm(total=total, initial=self.step, disable=not self.progress, desc=self.desc, dynamic_ncols=True)
     t0, recs, ev = time.perf_counter(), [], None
+    if self.resume and self.step > 0:  # a kill between a checkpoint and its export leaves an older export: redo it
+        self.export()
     while self.step < stop:
         rec = self.one_step()
         recs.append(rec)
