@@ -290,7 +290,7 @@ def test_flex_attention_on_a_cpu_gives_the_sdpa_loss_and_refuses_to_train(tiny, 
     quiet = dict(target=tgt, progress=False, log=lambda *a: None)
     tr = DraftTrainer(_cfg(chat), tmp_path / "a", **quiet)
     idx, seeds = tr.micro_batch(0)
-    ids, lm, hid = tr.batch(tr.train_set, idx)
+    ids, lm, hid, _ = tr.batch(tr.train_set, idx)
     anchors, keep = sample_anchors(lm, tr.cfg.loss.num_anchors, seeds)
     keep = keep.clone()
     keep[0, 1] = False  # a dropped block: its rows attend to nothing

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 from mdlm_kit.core.checkpoint import CheckpointError
 from mdlm_kit.drafts.train import DraftTrainConfig, DraftTrainer
 from mdlm_kit.drafts.eagle3 import (
@@ -117,8 +118,28 @@ def test_online_equals_offline(tiny, tmp_path):
         **quiet,
     )
     assert torch.equal(on.model.d2t, off.model.d2t)
+    # offline, the saved top-1 replaces the whole head (only the draft vocabulary's columns are computed)
+    assert on.batch(on.train_set, [0])[3] is None
+    assert off.batch(off.train_set, [0])[3].shape == off.batch(off.train_set, [0])[0].shape
     a, b = on.train_step(), off.train_step()
     assert a["loss"] == pytest.approx(b["loss"], rel=1e-5) and set(a) >= {"acc_0", "acc_1", "acc_2"}
+    # features saved before the top-1 was (no target_top1): the whole head again, the same loss
+    old = tmp_path / "old"
+    old.mkdir()
+    index = json.loads((feats / "index.json").read_text())
+    del index["target_top1"]
+    (old / "index.json").write_text(json.dumps(index))
+    for sh in index["shards"]:
+        t = load_file(str(feats / sh["file"]))
+        save_file({k: v for k, v in t.items() if not k.endswith(".target_top1")}, str(old / sh["file"]))
+    legacy = DraftTrainer(
+        _cfg(chat, target_model_path=str(d / "target"), train_data_path="", train_hidden_states_path=str(old)),
+        tmp_path / "legacy",
+        "eagle3",
+        **quiet,
+    )
+    assert legacy.batch(legacy.train_set, [0])[3] is None
+    assert legacy.train_step()["loss"] == pytest.approx(b["loss"], rel=1e-5)
 
 
 def test_resume_exact_and_serving_layout(tiny, tmp_path):

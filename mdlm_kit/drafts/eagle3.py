@@ -19,8 +19,8 @@ from .speculative import Proposal, Proposer
 # %% auto #0
 __all__ = ['MODEL_TYPE', 'ARCHITECTURE', 'Eagle3Error', 'default_aux_layer_ids', 'build_vocab_mapping', 'ttt_attention_mask',
            'ttt_step_weights', 'Eagle3Config', 'Eagle3Attention', 'Eagle3Layer', 'Eagle3DraftModel', 'shift_left',
-           'eagle3_forward', 'draft_embed', 'chain_step_reference', 'Eagle3ContextCache', 'eagle3_propose',
-           'eagle3_tree_propose', 'Eagle3Proposer', 'Eagle3TreeProposer']
+           'target_labels', 'eagle3_forward', 'draft_embed', 'chain_step_reference', 'Eagle3ContextCache',
+           'eagle3_propose', 'eagle3_tree_propose', 'Eagle3Proposer', 'Eagle3TreeProposer']
 
 # %% ../../nbs/13_eagle3.ipynb #bd7f9a97
 class Eagle3Error(KitError, ValueError):
@@ -266,6 +266,25 @@ def shift_left(x: torch.Tensor, n: int) -> torch.Tensor:
     return torch.cat([x[:, n:], pad], 1)
 
 
+@torch.no_grad()
+def target_labels(draft: Eagle3DraftModel, target_logits, target_top1=None):
+    """The target side, once per batch: its distribution over the draft vocabulary (B, S, Vd) and whether its top-1
+    is in that vocabulary (B, S). `target_logits` cover the whole vocabulary, or only the draft vocabulary (in
+    `draft.draft_ids()` order) when `target_top1`, the target's argmax over the whole vocabulary, is given."""
+    V, Vd = draft.config.vocab_size, draft.config.draft_vocab_size
+    width = V if target_top1 is None else Vd
+    if target_logits.shape[-1] != width:
+        raise Eagle3Error(
+            f"target logits end in {target_logits.shape[-1]} columns; expected {width} "
+            + ("(the whole vocabulary)" if target_top1 is None else "(the draft vocabulary, with target_top1)")
+        )
+    tl = target_logits.float()
+    if target_top1 is None:
+        target_top1 = tl.argmax(-1)
+        tl = tl[..., draft.draft_ids()]
+    return F.softmax(tl, -1), draft.t2d[target_top1].float()
+
+
 def eagle3_forward(
     draft: Eagle3DraftModel,
     tables,
@@ -275,17 +294,13 @@ def eagle3_forward(
     target_logits,
     ttt_length: int | None = None,
     decay: float = 0.8,
+    target_top1=None,
 ) -> dict:
-    "TTT loss numerator (sum over steps of 0.8^j x masked soft CE), denominator `B*S`, and per-step metrics."
+    """TTT loss numerator (sum over steps of 0.8^j x masked soft CE), denominator `B*S`, and per-step metrics.
+    `target_logits` and `target_top1` as in `target_labels`."""
     T = ttt_length or draft.config.ttt_length
     B, S = input_ids.shape
-    with (
-        torch.no_grad()
-    ):  # the target side, once: its distribution over the draft vocabulary and whether its top-1 is in it
-        tl = target_logits.float()
-        p_all = F.softmax(tl[..., draft.draft_ids()], -1)
-        in_vocab_all = draft.t2d[tl.argmax(-1)].float()
-        del tl
+    p_all, in_vocab_all = target_labels(draft, target_logits, target_top1)
     pos = torch.arange(S, device=input_ids.device)
     hidden = draft.fc(aux_hidden.to(draft.fc.weight.dtype))
     keys, values = [], []

@@ -50,6 +50,7 @@ def _open_index(ip: Path, target, layer_ids, dtype: str, n_samples: int, shard_s
         "n_samples": n_samples,
         "shard_size": shard_size,
         "data_key": data_key,
+        "target_top1": True,  # each position's target argmax is saved too (EAGLE-3's labels need it)
     }
     index = json.loads(ip.read_text()) if ip.is_file() else {**head, "shards": [], "complete": False}
     differs = [k for k in head if index.get(k) != head[k]]
@@ -62,20 +63,23 @@ def _open_index(ip: Path, target, layer_ids, dtype: str, n_samples: int, shard_s
 
 
 def _shard_tensors(target, chunk: list[dict], first: int, layer_ids, dtype, batch_size: int, advance) -> dict:
-    "One shard's tensors: each sample's ids, loss mask and chosen-layer features, the target run in batches."
+    "One shard's tensors: each sample's ids, loss mask, chosen-layer features and the target's top-1 at each position."
     tok = target.tokenizer
     pad = tok.pad_token_id if tok is not None and tok.pad_token_id is not None else 0
     tensors = {}
     for i in range(0, len(chunk), batch_size):
         part = chunk[i : i + batch_size]
         ids, att = _pad(part, pad)
-        out = target(ids.to(target.device), att.to(target.device), layer_ids=layer_ids, return_logits=False)
+        out = target(ids.to(target.device), att.to(target.device), layer_ids=layer_ids)
         hs = out.hidden_states  # (B, T, n_layers * hidden)
+        top1 = out.logits.argmax(-1).cpu()  # (B, T): the target's greedy next token, from full-precision logits
+        del out
         for r, s in enumerate(part):
             n, k = len(s["input_ids"]), f"{first + i + r}"
             tensors[f"{k}.input_ids"] = s["input_ids"].clone()
             tensors[f"{k}.loss_mask"] = s["loss_mask"].clone()
             tensors[f"{k}.hidden_states"] = hs[r, :n].to(dtype).cpu().contiguous()
+            tensors[f"{k}.target_top1"] = top1[r, :n].clone()
         advance(len(part))
     return tensors
 
@@ -119,8 +123,8 @@ def save_hidden_states(
 
 # %% ../../nbs/14_features.ipynb #12cb0542
 class HiddenStates:
-    """Saved target features: `ds[i]` is `{'input_ids', 'loss_mask', 'hidden_states'}` (hidden states in their saved
-    dtype)."""
+    """Saved target features: `ds[i]` is `{'input_ids', 'loss_mask', 'hidden_states', 'target_top1'}` (hidden states
+    in their saved dtype; `target_top1` only where the index says `target_top1`: older features lack it)."""
 
     def __init__(self, directory):
         self.dir = Path(directory)
@@ -173,7 +177,7 @@ class HiddenStates:
         if self._cache[0] != shard["file"]:
             self._cache = (shard["file"], load_file(str(self.dir / shard["file"])))
         t = self._cache[1]
-        out = {k: t[f"{i}.{k}"] for k in ("input_ids", "loss_mask", "hidden_states")}
+        out = {k: t[f"{i}.{k}"] for k in ("input_ids", "loss_mask", "hidden_states", "target_top1") if f"{i}.{k}" in t}
         if self._pick is not None:  # (T, n_saved * H) -> (T, n_chosen * H)
             hs = out["hidden_states"]
             T, H = hs.shape[0], self.index["hidden_size"]

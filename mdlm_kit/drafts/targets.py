@@ -236,8 +236,10 @@ class TargetEmbeddingsAndHead(nn.Module):
     def embed(self, ids):
         return F.embedding(ids, self.embed_weight)
 
-    def logits(self, h):
-        return few_rows_linear(h, self.head_weight.to(h.dtype))
+    def logits(self, h, rows=None):
+        "The target's logits; `rows` (token ids) keeps only those columns, for a drafter's smaller vocabulary."
+        w = self.head_weight if rows is None else self.head_weight[rows]
+        return few_rows_linear(h, w.to(h.dtype))
 
     @classmethod
     def from_pretrained(

@@ -340,7 +340,7 @@ class DFlashRecipe:
     def init_from_features(self, hidden):
         feature_scaled_init_(self.model.fc, hidden)
 
-    def loss(self, tables, input_ids, loss_mask, hidden, seeds) -> dict:
+    def loss(self, tables, input_ids, loss_mask, hidden, seeds, target_top1=None) -> dict:
         c = self.cfg
         anchors, keep = sample_anchors(loss_mask, c.loss.num_anchors, seeds)
         return dflash_forward(
@@ -419,10 +419,15 @@ class Eagle3Recipe:
             m = {"d2t": d2t, "t2d": t2d}
         self.model.set_vocab(m["d2t"], m["t2d"])
 
-    def loss(self, tables, input_ids, loss_mask, hidden, seeds) -> dict:
+    def loss(self, tables, input_ids, loss_mask, hidden, seeds, target_top1=None) -> dict:
         H = self.model.config.hidden_size
-        logits = tables.logits(hidden[..., 3 * H :])
-        return eagle3_forward(self.model, tables, input_ids, loss_mask, hidden[..., : 3 * H], logits)
+        last = hidden[..., 3 * H :]
+        # with the target's saved top-1, only the draft vocabulary's columns of its head are needed (lesson 13)
+        rows = None if target_top1 is None else self.model.draft_ids().to(last.device)
+        logits = tables.logits(last, rows)
+        return eagle3_forward(
+            self.model, tables, input_ids, loss_mask, hidden[..., : 3 * H], logits, target_top1=target_top1
+        )
 
 
 RECIPES = {"dflash": DFlashRecipe, "eagle3": Eagle3Recipe}
@@ -610,7 +615,8 @@ class DraftTrainer(TrainLoop):
         return data, "chat:" + dataset_key(data_path, tok, d.max_length, d.train_only_last_turn, d.is_preformatted)
 
     def batch(self, data, indices, pad_id: int = 0):
-        "Right-padded input_ids, loss_mask and target features (computed now when online) for samples `indices`."
+        """Right-padded input_ids, loss_mask, target features (computed now when online) and the target's saved top-1
+        (None when the features lack it, or online) for samples `indices`."""
         items = [data[i] for i in indices]
         S = max(len(s["input_ids"]) for s in items)
         # assembled on the CPU, where the samples are, then moved in one copy each
@@ -630,7 +636,13 @@ class DraftTrainer(TrainLoop):
             hid = hid.to(self.device)
         else:
             hid = self.target(ids, att, layer_ids=self.recipe.layer_ids, return_logits=False).hidden_states.float()
-        return ids, lm, hid
+        top1 = None
+        if all("target_top1" in s for s in items):
+            top1 = torch.zeros(len(items), S, dtype=torch.long, device="cpu")
+            for r, s in enumerate(items):
+                top1[r, : len(s["input_ids"])] = s["target_top1"]
+            top1 = top1.to(self.device)
+        return ids, lm, hid, top1
 
     def _order(self, epoch: int):
         g = torch.Generator().manual_seed(self.cfg.training.seed * 1_000_003 + epoch)
@@ -652,9 +664,9 @@ class DraftTrainer(TrainLoop):
 
         def micro_loss(a):  # the recipe's numerator; the step's loss divides it by the summed denominators
             idx, seeds = self.micro_batch(self.step * A + a)
-            ids, lm, hid = self.batch(self.train_set, idx)
+            ids, lm, hid, top1 = self.batch(self.train_set, idx)
             with autocast(self.precision):
-                out = self.recipe.loss(self.tables, ids, lm, hid, seeds)
+                out = self.recipe.loss(self.tables, ids, lm, hid, seeds, top1)
             _collect(agg, out)
             return out["numerator"], float(out["denominator"])
 
@@ -675,9 +687,9 @@ class DraftTrainer(TrainLoop):
         n = min(len(self.eval_set), max_samples)
         for i in range(0, n, self.cfg.training.batch_size):
             idx = list(range(i, min(i + self.cfg.training.batch_size, n)))
-            ids, lm, hid = self.batch(self.eval_set, idx)
+            ids, lm, hid, top1 = self.batch(self.eval_set, idx)
             with autocast(self.precision):
-                out = self.recipe.loss(self.tables, ids, lm, hid, [10_007 + j for j in idx])
+                out = self.recipe.loss(self.tables, ids, lm, hid, [10_007 + j for j in idx], top1)
             _collect(agg, out)
             num, den = num + out["numerator"].item(), den + float(out["denominator"])
         return {"loss": num / max(den, 1e-12), **summarize(agg, self.recipe.name)}
