@@ -13,11 +13,12 @@ How it measures (these machines are noisy: run it with nothing else on the cores
 - plain decoding is checked against transformers' `generate` in the same precision (same tokens, and its speed);
 - the cost of a cycle in plain-step units: draft and verify time per cycle over the plain time per token."""
 
-import argparse, json, statistics, time
+import argparse, json, statistics, sys, time
 from pathlib import Path
 import torch
 from mdlm_kit.drafts.chat_data import heldout_prompts
-from mdlm_kit.core.device import inference_precision, resolve_device
+from mdlm_kit.core.device import cpu_supports_bf16, inference_precision, resolve_device
+from mdlm_kit.core.layers import few_rows_linears
 from mdlm_kit.drafts.speculate import chat_ids, load_draft, load_prompts, make_proposer
 from mdlm_kit.drafts.speculative import PromptLookupProposer, plain_decode, speculative_decode, summarize_runs
 from mdlm_kit.drafts.targets import SamplingParams, TargetModel
@@ -78,6 +79,9 @@ def measure(args, dev, precision):
     ids = [chat_ids(tok, m) for m in prompts]
     methods = _methods(args)
     drafts = {m[1]: load_draft(m[1], dev, prec.dtype) for m in methods if m[1]}
+    if args.one_row:  # one-row products the other way round too: plain decoding and every drafter alike
+        for m in [tgt.model, *drafts.values()]:
+            few_rows_linears(m, one_row=True)
 
     def run(name, i):
         if name == "plain":
@@ -206,12 +210,19 @@ def main():
         default=0,
         help="also run the weightless prompt-lookup drafter with this many drafts",
     )
+    ap.add_argument(
+        "--one-row",
+        action="store_true",
+        help="compute one-row products as (W x^T)^T with a zero row too (OneRowLinear), for plain decoding as well",
+    )
     ap.add_argument("--output", default="bench/results/speculate.json")
     args = ap.parse_args()
     dev = resolve_device("auto")
     out = {}
     for name in args.precision.split(","):
         out[name] = measure(args, dev, name.strip())
+        out[name]["command"] = "python " + " ".join(sys.argv)
+        out[name]["cpu_native_bf16"] = cpu_supports_bf16()  # which kernels a CPU's figures came from
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(out, indent=1))
     print(f"wrote {args.output}")

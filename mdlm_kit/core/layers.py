@@ -13,8 +13,8 @@ import torch.nn.functional as F
 from .config import ConfigError
 
 # %% auto #0
-__all__ = ['FEW_ROWS_MAX', 'RMSNorm', 'rope_tables', 'apply_rope', 'few_rows_linear', 'FewRowsLinear', 'few_rows_linears',
-           'GatedMLP', 'make_optimizer', 'lr_schedule']
+__all__ = ['FEW_ROWS_MAX', 'RMSNorm', 'rope_tables', 'apply_rope', 'few_rows_linear', 'FewRowsLinear', 'OneRowLinear',
+           'few_rows_linears', 'GatedMLP', 'make_optimizer', 'lr_schedule']
 
 # %% ../../nbs/02a_layers.ipynb #6e78ba4e
 class RMSNorm(nn.Module):
@@ -47,13 +47,15 @@ def apply_rope(x, cos, sin):
 FEW_ROWS_MAX = 8  # up to this many rows, a CPU fp32 linear is computed as (W x^T)^T
 
 
-def few_rows_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    "`F.linear(x, weight, bias)`, computed as `(weight @ x.T).T` for 2 to `FEW_ROWS_MAX` rows of fp32 on a CPU."
+def few_rows_linear(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None, min_rows: int = 2
+) -> torch.Tensor:
+    "`F.linear(x, weight, bias)`, computed as `(weight @ x.T).T` for `min_rows` to `FEW_ROWS_MAX` fp32 rows on a CPU."
     rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
-    if not (2 <= rows <= FEW_ROWS_MAX and x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32):
+    if not (min_rows <= rows <= FEW_ROWS_MAX and x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32):
         return F.linear(x, weight, bias)
     x2 = x.reshape(rows, x.shape[-1])
-    if rows % 4 == 3:  # MKL ran 4 and 8 rows about as fast as 3 and 7, or faster: add a row of zeros
+    if rows == 1 or rows % 4 == 3:  # MKL ran 2, 4 and 8 rows about as fast as 1, 3 and 7, or faster: add a zero row
         x2 = torch.cat([x2, x2.new_zeros(1, x2.shape[1])])
     y = torch.mm(weight, x2.t()).t()[:rows]  # (out, rows) -> (rows, out)
     if bias is not None:
@@ -64,15 +66,24 @@ def few_rows_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
 class FewRowsLinear(nn.Linear):
     "An `nn.Linear` whose forward is `few_rows_linear`: the same parameters and `state_dict`."
 
+    min_rows = 2  # one row keeps F.linear
+
     def forward(self, x):
-        return few_rows_linear(x, self.weight, self.bias)
+        return few_rows_linear(x, self.weight, self.bias, self.min_rows)
 
 
-def few_rows_linears(module: nn.Module, enable: bool = True) -> nn.Module:
-    "Switch every plain `nn.Linear` inside `module` to `FewRowsLinear` (or back, with `enable=False`), in place."
-    old, new = (nn.Linear, FewRowsLinear) if enable else (FewRowsLinear, nn.Linear)
+class OneRowLinear(FewRowsLinear):
+    "A `FewRowsLinear` that also computes one row the other way round, with a zero row added."
+
+    min_rows = 1
+
+
+def few_rows_linears(module: nn.Module, enable: bool = True, one_row: bool = False) -> nn.Module:
+    """Switch every plain `nn.Linear` inside `module` to `FewRowsLinear` (`OneRowLinear` with `one_row`), or back
+    with `enable=False`, in place."""
+    new = (OneRowLinear if one_row else FewRowsLinear) if enable else nn.Linear
     for m in module.modules():
-        if type(m) is old:
+        if type(m) in (nn.Linear, FewRowsLinear, OneRowLinear):
             m.__class__ = new
     return module
 
