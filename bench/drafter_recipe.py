@@ -2,14 +2,15 @@
 the D-PACE loss) and EAGLE-3 trained side by side; the wall and CPU time of every stage, the data sizes, and the
 drafters' held-out curves, written to one JSON file.
 
-    python bench/drafter_recipe.py --output-dir runs/r3        # SmolLM2-135M-Instruct: 58 minutes, 1.8 CPU-hours here
+    python bench/drafter_recipe.py --output-dir runs/r5        # SmolLM2-135M-Instruct: 45 min, 1.3 CPU-hours
     python bench/drafter_recipe.py --collect runs/r3           # only rebuild the JSON from a finished run
 
 Every stage is an `mdlm-kit` command in a child process (the same commands as `nbs/18_drafter_recipes.ipynb`). Its
 wall time is measured around it; its CPU time is the children's user + system time (`resource.getrusage`), so it
 counts both cores. The two trainers run at the same time with one thread each (`OMP_NUM_THREADS=1`): on two cores
 that is faster than one after the other with two threads each. The stage times go to `RUN/recipe_times.json` as each
-stage ends, so `--collect` can rebuild the summary later. Run it with nothing else on the cores."""
+stage ends, so `--collect` can rebuild the summary later. Run it with nothing else on the cores. (The times above: a
+2-core EPYC with AVX-512 BF16, where `inference_precision` generates the answers and features in bf16.)"""
 
 import argparse, json, os, resource, subprocess, sys, time
 from pathlib import Path
@@ -186,7 +187,7 @@ def main():
     )
     ap.add_argument("--target-layers", type=int, default=0, help="the target's layer count (0: from its config)")
     ap.add_argument("--dflash-steps", type=int, default=1000)
-    ap.add_argument("--eagle3-steps", type=int, default=500)
+    ap.add_argument("--eagle3-steps", type=int, default=800, help="r3 took 500, before the saved top-1 cut a step")
     ap.add_argument("--dflash-eval", type=int, default=125)
     ap.add_argument("--eagle3-eval", type=int, default=100)
     ap.add_argument("--output", default="bench/results/drafter_recipe.json")

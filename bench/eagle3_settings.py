@@ -48,7 +48,7 @@ def main():
     ap.add_argument("--target-layers", type=int, default=0, help="the target's layer count (0: from its config)")
     ap.add_argument("--eagle3-layers", default="", help="EAGLE-3's three feature layers and the last (default: by it)")
     ap.add_argument("--steps", type=int, default=200, help="steps run of each arm")
-    ap.add_argument("--max-steps", type=int, default=500, help="the schedule's length (the recipe's)")
+    ap.add_argument("--max-steps", type=int, default=500, help="the schedule's length (500: r3's and the r4 sweep's)")
     ap.add_argument("--eval-interval", type=int, default=100)
     ap.add_argument("--collect", action="store_true", help="only collect finished arms")
     ap.add_argument("--output", default="bench/results/eagle3_settings.json")
