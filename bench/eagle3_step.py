@@ -2,8 +2,9 @@
 batches of saved features, with the target's whole LM head applied to its last hidden state (what the trainer did
 before the features held `target_top1`) against only the draft vocabulary's columns of that head plus the saved
 top-1. One process, one thread by default (the recipe trains each drafter on one core), a warm-up, interleaved
-rounds, medians. It also counts the positions where the saved top-1 (from the feature pass's full-precision logits)
-differs from the argmax of the logits recomputed from the stored bf16 features: the labels the two ways differ there.
+rounds, medians. It also counts the positions where the saved top-1 (the target's own, in the precision the feature
+pass ran it in) differs from the argmax of the logits recomputed in fp32 from the stored features: the labels the two
+ways differ there.
 
     python bench/eagle3_step.py --features runs/r5/feats [--batches 4 --rounds 5 --threads 1]"""
 

@@ -62,17 +62,27 @@ def _open_index(ip: Path, target, layer_ids, dtype: str, n_samples: int, shard_s
     return index
 
 
+def _top1(tables, h, chunk: int = 1024) -> torch.Tensor:
+    "The argmax of the target's logits from its final hidden state, `chunk` positions at a time (never all of them)."
+    flat = h.reshape(-1, h.shape[-1])
+    best = torch.cat([tables.logits(c).argmax(-1) for c in flat.split(chunk)])
+    return best.view(h.shape[:-1]).cpu()
+
+
 def _shard_tensors(target, chunk: list[dict], first: int, layer_ids, dtype, batch_size: int, advance) -> dict:
     "One shard's tensors: each sample's ids, loss mask, chosen-layer features and the target's top-1 at each position."
     tok = target.tokenizer
     pad = tok.pad_token_id if tok is not None and tok.pad_token_id is not None else 0
+    tables, H, last = target.embeddings_and_head(), target.hidden_size, target.num_layers - 1
+    want = layer_ids if last in layer_ids else [*layer_ids, last]  # the final (normed) state gives the logits
     tensors = {}
     for i in range(0, len(chunk), batch_size):
         part = chunk[i : i + batch_size]
         ids, att = _pad(part, pad)
-        out = target(ids.to(target.device), att.to(target.device), layer_ids=layer_ids)
-        hs = out.hidden_states  # (B, T, n_layers * hidden)
-        top1 = out.logits.argmax(-1).cpu()  # (B, T): the target's greedy next token, from full-precision logits
+        out = target(ids.to(target.device), att.to(target.device), layer_ids=want, return_logits=False)
+        j = want.index(last)
+        top1 = _top1(tables, out.hidden_states[..., j * H : (j + 1) * H])  # (B, T): the target's greedy next token
+        hs = out.hidden_states[..., : len(layer_ids) * H]  # (B, T, n_layers * hidden)
         del out
         for r, s in enumerate(part):
             n, k = len(s["input_ids"]), f"{first + i + r}"
