@@ -4,7 +4,7 @@ KV-cached greedy decoding, in the same precision, measured side by side in one p
     python bench/speculate.py --dflash runs/dflash/draft --eagle3 runs/eagle3/draft --tree-nodes 8
 
 How it measures (these machines are noisy: run it with nothing else on the cores):
-- target and drafters in one precision (`--precision auto`: bf16 on a CPU, see `inference_precision`);
+- target and drafters in one precision (`--precision auto`: fp32 on a CPU, since it verifies; `inference_precision`);
 - the held-out prompts (`heldout`: writing, reasoning, maths, code; the drafter recipes never train on them);
 - a warm-up decode of every method first; then `--repeats` rounds, each decoding every prompt with every method in
   a rotated order (plain decoding included), so drift and contention hit all methods alike;
@@ -67,7 +67,7 @@ def _floats(text: str) -> list[float]:
 
 def measure(args, dev, precision):
     "One precision: every method and plain decoding, interleaved over rounds; the metrics."
-    prec = inference_precision(precision, dev, 1 + (args.num_draft_tokens or 5))
+    prec = inference_precision(precision, dev, 1 + (args.num_draft_tokens or 5), verifies=True)
     tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=prec.dtype)
     tok, tables, eos = tgt.tokenizer, tgt.embeddings_and_head(), tgt.tokenizer.eos_token_id
     prompts = load_prompts(args.prompts, args.num_prompts or None)

@@ -232,7 +232,8 @@ def cmd_speculate(args):
     dev = resolve_device(args.device or "auto")
     draft = load_draft(args.draft, device=dev)
     n = tokens_per_cycle(draft, args.num_draft_tokens, args.tree_nodes)
-    dtype = inference_precision(args.precision, dev, n).dtype  # the target and its drafter decode in one precision
+    # the target and its drafter decode in one precision, exact for verification
+    dtype = inference_precision(args.precision, dev, n, verifies=True).dtype
     tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=dtype)
     cast_weights(draft, dtype)
     res = speculate(

@@ -344,7 +344,8 @@ def playground_setup(args):
         from mdlm_kit.core.device import cast_weights
 
         draft = load_draft(args.draft, device=dev)
-        dtype = inference_precision(args.precision, dev, tokens_per_cycle(draft)).dtype  # one for target and drafter
+        n = tokens_per_cycle(draft)
+        dtype = inference_precision(args.precision, dev, n, verifies=True).dtype  # one for target and drafter
         target = TargetModel.from_pretrained(args.target, device=dev, dtype=dtype)
         cast_weights(draft, dtype)
         if not digests_match(getattr(draft.config, "target_digest", ""), target.digest()):

@@ -133,9 +133,11 @@ BF16_CPU_MAX_TOKENS = (
 )
 
 
-def inference_precision(precision: str | None, device: torch.device, tokens_per_forward: int = 1) -> Precision:
+def inference_precision(
+    precision: str | None, device: torch.device, tokens_per_forward: int = 1, verifies: bool = False
+) -> Precision:
     """Weights for decoding: `auto` is bf16 on bf16 GPUs (else fp16), fp16 on MPS; on a CPU bf16 for one-token forwards,
-    fp32 for more without native bf16."""
+    fp32 for more without native bf16, and fp32 for a forward that `verifies` drafts (exact speculative decoding)."""
     p, dt = (precision or "auto").strip().lower(), device.type
     if p == "auto":
         if dt == "cuda":
@@ -143,7 +145,8 @@ def inference_precision(precision: str | None, device: torch.device, tokens_per_
         elif dt == "mps":
             p = "fp16"
         else:
-            p = "bf16" if tokens_per_forward <= BF16_CPU_MAX_TOKENS or cpu_supports_bf16() else "fp32"
+            wide_ok = cpu_supports_bf16() and not verifies  # native bf16 is fast, but not exact for verification
+            p = "bf16" if tokens_per_forward <= BF16_CPU_MAX_TOKENS or wide_ok else "fp32"
     if p in ("bf16", "bfloat16") and dt == "cpu":
         return Precision("bf16", dt)  # no slow-bf16 warning: a decode step is bound by reading the weights
     return resolve_precision(p, device)
