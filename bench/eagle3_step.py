@@ -11,21 +11,20 @@ ways differ there.
 import argparse, json, statistics, tempfile, time
 from pathlib import Path
 import torch
-from mdlm_kit.drafts.train import DraftTrainConfig, DraftTrainer
+from mdlm_kit.cli.drafts import config_from_args
+from mdlm_kit.cli.main import make_parser
+from mdlm_kit.drafts.train import DraftTrainer
+import drafter_recipe  # the recipe's EAGLE-3 flags (bench/ is on the path when run as a script)
 
 
-def trainer(features: str, target: str, out: str, layers=(1, 14, 26)) -> DraftTrainer:
-    "The recipe's EAGLE-3 trainer on these features (batch 4, TTT 4, SmolLM2's layers and the last), not trained."
-    cfg = DraftTrainConfig.from_flags(
-        target_model_path=target,
-        train_hidden_states_path=f"{features}/train",
-        batch_size=4,
-        ttt_length=4,
-        eagle_aux_hidden_state_layer_ids=list(layers),
-        device="cpu",
-        precision="fp32",
-    )
-    return DraftTrainer(cfg, out, "eagle3", progress=False, log=lambda *a: None)
+def trainer(features: str, target: str, out: str, aux: str = "1,14,26") -> DraftTrainer:
+    "The recipe's EAGLE-3 trainer (its own `train-eagle3` flags) on these features, in fp32 on the CPU, not trained."
+    flags = drafter_recipe.EAGLE3_ARGS.format(
+        target=target, feats=features, eagle3_aux=aux, eagle3_steps=800, eagle3_eval=100
+    ).split()
+    args = make_parser().parse_args(flags + ["--output-dir", out, "--device", "cpu", "--precision", "fp32"])
+    args.eval_hidden_states_path = ""  # steps are timed on training batches alone
+    return DraftTrainer(config_from_args(args), out, "eagle3", progress=False, log=lambda *a: None)
 
 
 def one_step(tr: DraftTrainer, batch, saved_top1: bool):
@@ -64,7 +63,7 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     with tempfile.TemporaryDirectory() as out:
-        tr = trainer(a.features, a.target, out, [int(i) for i in a.layers.split(",")])
+        tr = trainer(a.features, a.target, out, a.layers)
         batches = [tr.batch(tr.train_set, tr.micro_batch(m)[0]) for m in range(a.batches)]
         if batches[0][3] is None:
             raise SystemExit(f"{a.features} has no target_top1: make its features again with `mdlm-kit hidden-states`")

@@ -238,8 +238,16 @@ class TargetEmbeddingsAndHead(nn.Module):
 
     def logits(self, h, rows=None):
         "The target's logits; `rows` (token ids) keeps only those columns, for a drafter's smaller vocabulary."
-        w = self.head_weight if rows is None else self.head_weight[rows]
+        w = self.head_weight if rows is None else self.head_rows(rows)
         return few_rows_linear(h, w.to(h.dtype))
+
+    def head_rows(self, rows):
+        "The head's rows for these ids, kept from the last call: a drafter's fixed vocabulary is sliced once."
+        key = (self.head_weight.data_ptr(), rows.device)  # a move to another device makes new data
+        hit = self.__dict__.get("_head_rows")
+        if hit is None or hit[0] != key or not torch.equal(hit[1], rows):
+            self.__dict__["_head_rows"] = (key, rows.clone(), self.head_weight[rows])
+        return self.__dict__["_head_rows"][2]
 
     @classmethod
     def from_pretrained(
