@@ -175,9 +175,14 @@ def test_sampling_matches_plain_sampling_in_distribution(setup, drafters):
             assert tv(plain[i], got[i]) < 0.12, (i, plain[i], got[i])
 
 
-def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys):
+def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkeypatch):
     import json
     from mdlm_kit.cli.main import main
+    from mdlm_kit.core.layers import OneRowLinear
+
+    one_row_calls = []  # --one-row (the EAGLE-3 run) must decode through OneRowLinear, and still equal plain decoding
+    forward = OneRowLinear.forward
+    monkeypatch.setattr(OneRowLinear, "forward", lambda self, x: one_row_calls.append(1) or forward(self, x))
 
     tgt, _, _, _ = setup
     df, e3 = drafters
@@ -202,8 +207,10 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys):
                 str(tmp_path / f"{d}.json"),
                 "--no-progress",
             ]
+            + (["--one-row"] if d == "e3" else [])
         )
         assert rc == 0
+        assert bool(one_row_calls) == (d == "e3")
         r = json.loads((tmp_path / f"{d}.json").read_text())
         assert r["lossless"] is True and r["n_prompts"] == 2 and "speedup" in r
         committed = sum(int(k) * v for k, v in r["tokens_per_cycle_histogram"].items())

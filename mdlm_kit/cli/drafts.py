@@ -199,14 +199,8 @@ def cmd_hidden_states(args):
     print(f"{idx['n_samples']} samples, layers {idx['layer_ids']}, in {args.output}")
 
 
-def cmd_speculate(args):
-    from mdlm_kit.core.device import cast_weights
-    from mdlm_kit.drafts.speculate import load_draft, load_prompts, speculate, tokens_per_cycle
-    from mdlm_kit.drafts.targets import SamplingParams
-    from mdlm_kit.drafts.targets import TargetModel
-    from mdlm_kit.core.device import inference_precision, resolve_device
-
-    # flags first: loading the target takes a while, and a typo should not cost it
+def _check_speculate_flags(args):
+    "Refuse impossible flag values first: loading the target takes a while, and a typo should not cost it."
     bad = [
         f"--{n} must be {rule}, not {v}"
         for n, v, ok, rule in [
@@ -229,6 +223,17 @@ def cmd_speculate(args):
     ]
     if bad:
         raise ConfigError("; ".join(bad) + ".")
+
+
+def cmd_speculate(args):
+    from mdlm_kit.core.device import cast_weights
+    from mdlm_kit.core.layers import few_rows_linears
+    from mdlm_kit.drafts.speculate import load_draft, load_prompts, speculate, tokens_per_cycle
+    from mdlm_kit.drafts.targets import SamplingParams
+    from mdlm_kit.drafts.targets import TargetModel
+    from mdlm_kit.core.device import inference_precision, resolve_device
+
+    _check_speculate_flags(args)
     dev = resolve_device(args.device or "auto")
     draft = load_draft(args.draft, device=dev)
     n = tokens_per_cycle(draft, args.num_draft_tokens, args.tree_nodes)
@@ -236,6 +241,9 @@ def cmd_speculate(args):
     dtype = inference_precision(args.precision, dev, n, verifies=True).dtype
     tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=dtype)
     cast_weights(draft, dtype)
+    if args.one_row:  # one row computed as two: plain decoding, verification and drafting alike (02a_layers)
+        for m in (tgt.model, draft):
+            few_rows_linears(m, one_row=True)
     res = speculate(
         tgt,
         draft,
@@ -383,8 +391,11 @@ def _add_speculate(sub):
     p.add_argument(
         "--precision",
         default="auto",
-        help="weights of target and drafter: auto (bf16 on GPUs; fp32 on a CPU "
-        "without native bf16, where bf16 verification is slower and not token-exact), fp32, bf16 or fp16 (GPU)",
+        help="weights of target and drafter: auto (bf16 on GPUs; fp32 on a CPU, where bf16 verification was "
+        "not token-exact), fp32, bf16 or fp16 (GPU)",
+    )
+    p.add_argument(
+        "--one-row", action="store_true", help="one row as two, (W x^T)^T: faster where the one-row kernel is slow"
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_speculate)
