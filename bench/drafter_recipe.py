@@ -9,7 +9,8 @@ Every stage is an `mdlm-kit` command in a child process (the same commands as `n
 wall time is measured around it; its CPU time is the children's user + system time (`resource.getrusage`), so it
 counts both cores. The two trainers run at the same time with one thread each (`OMP_NUM_THREADS=1`): on two cores
 that is faster than one after the other with two threads each. The stage times go to `RUN/recipe_times.json` as each
-stage ends, so `--collect` can rebuild the summary later. Run it with nothing else on the cores. (The times above: a
+stage ends, so `--collect` can rebuild the summary later, and the same command started again goes on from the first
+stage not finished (delete what a killed stage wrote first). Run it with nothing else on the cores. (The times above: a
 2-core EPYC with AVX-512 BF16, where `inference_precision` generates the answers and features in bf16.)"""
 
 import argparse, json, os, resource, subprocess, sys, time
@@ -60,12 +61,15 @@ def _wait(*procs):
 
 
 def _stage(name, run: Path, fn):
-    "Run one stage; book its wall and CPU time in RUN/recipe_times.json."
+    "Run one stage, unless RUN/recipe_times.json has it already; book its wall and CPU time there."
+    times = run / "recipe_times.json"
+    book = json.loads(times.read_text()) if times.is_file() else {}
+    if name in book:  # a run started again goes on from the first stage it had not finished
+        print(f"{name}: done before ({book[name]['wall_s'] / 60:.1f} min wall), kept", flush=True)
+        return
     t0, c0 = time.perf_counter(), _cpu_children()
     fn()
     wall, cpu = time.perf_counter() - t0, _cpu_children() - c0
-    times = run / "recipe_times.json"
-    book = json.loads(times.read_text()) if times.is_file() else {}
     book[name] = {"wall_s": round(wall, 1), "cpu_s": round(cpu, 1)}
     atomic_write_text(times, json.dumps(book, indent=1) + "\n")  # a killed run keeps the stages it finished
     print(f"{name}: {wall / 60:.1f} min wall, {cpu / 60:.1f} CPU-min", flush=True)
@@ -119,8 +123,7 @@ def run_recipe(a, run: Path):
         "feature_layers": ",".join(map(str, union)),
     }
     (run / "chat").mkdir(parents=True, exist_ok=True)
-    _stage("data", run, lambda: _wait(_kit(DATA.format(**f))))
-    _split(run, a.eval_prompts)
+    _stage("data", run, lambda: (_wait(_kit(DATA.format(**f))), _split(run, a.eval_prompts)))
     _stage("features", run, lambda: _features(f))
     _stage("training", run, lambda: _train_both(f, run))
 

@@ -58,3 +58,16 @@ def test_layers_come_from_the_target_config(tmp_path):
     assert drafter_recipe.feature_layers(flags) == ([1, 2, 2, 5], [1, 2, 3, 5])
     flags.eagle3_layers, flags.target_layers = "1,2,3,4", 5  # the flags win
     assert drafter_recipe.feature_layers(flags) == ([1, 2, 3, 4], [1, 2, 3, 4])
+
+
+def test_a_finished_stage_is_kept(tmp_path, capsys):
+    "The same command started again goes on from the first stage it had not finished."
+    ran = []
+    drafter_recipe._stage("data", tmp_path, lambda: ran.append("data"))
+    book = json.loads((tmp_path / "recipe_times.json").read_text())
+    drafter_recipe._stage("data", tmp_path, lambda: ran.append("data again"))
+    drafter_recipe._stage("features", tmp_path, lambda: ran.append("features"))
+    assert ran == ["data", "features"]
+    again = json.loads((tmp_path / "recipe_times.json").read_text())
+    assert again["data"] == book["data"] and set(again) == {"data", "features"}
+    assert "data: done before" in capsys.readouterr().out
