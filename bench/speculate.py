@@ -10,7 +10,8 @@ How it measures (these machines are noisy: run it with nothing else on the cores
   a rotated order (plain decoding included), so drift and contention hit all methods alike;
 - tok/s per method and round over all prompts; the speedup is the median over rounds of (method / plain of the
   same round); tau, acceptance and losslessness are deterministic (greedy) and come from the first round;
-- plain decoding is checked against transformers' `generate` in the same precision (same tokens, and its speed);
+- plain decoding is checked against transformers' `generate` in the same precision, timed in the same rotation (same
+  tokens, and its speed);
 - the cost of a cycle in plain-step units: draft and verify time per cycle over plain decoding's time per token past
   the prompt; the prompt's prefill (the same both ways) is timed apart, and `decode_speedup_median` leaves it out."""
 
@@ -21,7 +22,13 @@ from mdlm_kit.drafts.chat_data import heldout_prompts
 from mdlm_kit.core.device import cpu_supports_bf16, inference_precision, resolve_device
 from mdlm_kit.core.layers import few_rows_linears
 from mdlm_kit.drafts.speculate import chat_ids, load_draft, load_prompts, make_proposer
-from mdlm_kit.drafts.speculative import PromptLookupProposer, plain_decode, speculative_decode, summarize_runs
+from mdlm_kit.drafts.speculative import (
+    DecodeResult,
+    PromptLookupProposer,
+    plain_decode,
+    speculative_decode,
+    summarize_runs,
+)
 from mdlm_kit.drafts.targets import SamplingParams, TargetModel
 
 
@@ -87,6 +94,9 @@ def measure(args, dev, precision):
     def run(name, i):
         if name == "plain":
             return plain_decode(tgt, ids[i], args.max_new_tokens, eos_token_id=eos)
+        if name == "generate":  # transformers' own loop, in the same rounds: the check on plain decoding
+            tokens, dt = _hf_generate(tgt, ids[i], args.max_new_tokens, eos)
+            return DecodeResult(tokens, total_time=dt)
         _, path, tree, k, conf = next(m for m in methods if m[0] == name)
         proposer = (
             make_proposer(drafts[path], tables, k, tree_nodes=tree, min_confidence=conf)
@@ -96,26 +106,25 @@ def measure(args, dev, precision):
         return speculative_decode(tgt, proposer, ids[i], args.max_new_tokens, SamplingParams(), 0, eos)
 
     names = ["plain"] + [m[0] for m in methods]
+    timed = names + ["generate"]
     print(
         f"{len(prompts)} prompts, {args.max_new_tokens} new tokens, {prec.name}, {torch.get_num_threads()} threads, "
         f"{args.repeats} rounds; warming up",
         flush=True,
     )
-    for n in names:
+    for n in timed:
         run(n, 0)
-    _hf_generate(tgt, ids[0], 8, eos)
     rounds = []  # per round: {method: [DecodeResult per prompt]}
     for r in range(args.repeats):
-        got = {n: [None] * len(ids) for n in names}
+        got = {n: [None] * len(ids) for n in timed}
         for i in range(len(ids)):
-            s = (r + i) % len(names)
-            for n in names[s:] + names[:s]:
+            s = (r + i) % len(timed)
+            for n in timed[s:] + timed[:s]:
                 got[n][i] = run(n, i)
         rounds.append(got)
         print(f"round {r + 1}/{args.repeats} done", flush=True)
-    hf = [_hf_generate(tgt, x, args.max_new_tokens, eos) for x in ids]
     plain0 = rounds[0]["plain"]
-    hf_same = sum(h[0] == p.tokens for h, p in zip(hf, plain0))
+    hf_same = sum(h.tokens == p.tokens for h, p in zip(rounds[0]["generate"], plain0))
     tps = lambda rs: sum(len(x.tokens) for x in rs) / sum(x.total_time for x in rs)
     plain_tps = statistics.median(tps(g["plain"]) for g in rounds)
     out = {
@@ -129,7 +138,8 @@ def measure(args, dev, precision):
         "plain_tokens_per_s": round(plain_tps, 2),
         "hf_generate": {
             "same_tokens": f"{hf_same}/{len(ids)}",
-            "tokens_per_s": round(sum(len(h[0]) for h in hf) / sum(h[1] for h in hf), 2),
+            "tokens_per_s": round(statistics.median(tps(g["generate"]) for g in rounds), 2),
+            "plain_over_generate": round(statistics.median(tps(g["plain"]) / tps(g["generate"]) for g in rounds), 3),
         },
     }
     # the unit of cycle costs: plain decoding's seconds per token past the prompt (the prefill is the same both ways)
