@@ -2,7 +2,7 @@
 the D-PACE loss) and EAGLE-3 trained side by side; the wall and CPU time of every stage, the data sizes, and the
 drafters' held-out curves, written to one JSON file.
 
-    python bench/drafter_recipe.py --output-dir runs/r5        # SmolLM2-135M-Instruct: 45 min, 1.3 CPU-hours
+    python bench/drafter_recipe.py --output-dir runs/r6        # SmolLM2-135M-Instruct: 70 min, 1.9 CPU-hours
     python bench/drafter_recipe.py --collect runs/r3           # only rebuild the JSON from a finished run
 
 Every stage is an `mdlm-kit` command in a child process (the same commands as `nbs/18_drafter_recipes.ipynb`). Its
@@ -11,7 +11,9 @@ counts both cores. The two trainers run at the same time with one thread each (`
 that is faster than one after the other with two threads each. The stage times go to `RUN/recipe_times.json` as each
 stage ends, so `--collect` can rebuild the summary later, and the same command started again goes on from the first
 stage not finished (delete what a killed stage wrote first). Run it with nothing else on the cores. (The times above: a
-2-core EPYC with AVX-512 BF16, where `inference_precision` generates the answers and features in bf16.)"""
+2-core EPYC with AVX-512 BF16, where `inference_precision` generates the answers and features in bf16; on a CPU that
+makes them in fp32, as the AVX2 machine of r3 did at 1.7-1.9x the time, `--num-prompts 1200` keeps it within two
+CPU-hours.)"""
 
 import argparse, json, os, resource, subprocess, sys, time
 from pathlib import Path
@@ -178,7 +180,7 @@ def main():
     ap.add_argument("--output-dir", default="runs/recipe")
     ap.add_argument("--collect", default="", help="only summarise this finished run")
     ap.add_argument(
-        "--num-prompts", type=int, default=1200, help="answers to generate (the last --eval-prompts held out)"
+        "--num-prompts", type=int, default=2200, help="answers to generate (the last --eval-prompts held out)"
     )
     ap.add_argument("--eval-prompts", type=int, default=40)
     ap.add_argument("--max-new-tokens", type=int, default=128)
@@ -190,7 +192,7 @@ def main():
     )
     ap.add_argument("--target-layers", type=int, default=0, help="the target's layer count (0: from its config)")
     ap.add_argument("--dflash-steps", type=int, default=1000)
-    ap.add_argument("--eagle3-steps", type=int, default=800, help="r3 took 500, before the saved top-1 cut a step")
+    ap.add_argument("--eagle3-steps", type=int, default=1000, help="r6; r5 took 800 on 1,200 answers, r3 500")
     ap.add_argument("--dflash-eval", type=int, default=125)
     ap.add_argument("--eagle3-eval", type=int, default=100)
     ap.add_argument("--output", default="bench/results/drafter_recipe.json")
