@@ -178,7 +178,7 @@ def plain_decode(
     while len(out) < max_new_tokens:
         tok = _select(logits[-1], sp, g)
         out.append(tok)
-        if tok == eos_token_id:
+        if tok == eos_token_id or len(out) == max_new_tokens:  # no forward for a token nobody asks for
             break
         logits, _ = tgt.extend(torch.tensor([[tok]], device=tgt.device))
     return DecodeResult(tokens=out, prefill_time=prefill, total_time=_clock(target.device) - t0)
@@ -380,8 +380,9 @@ class PromptLookupProposer(Proposer):
 
 # %% ../../nbs/10a_speculative.ipynb #7db3a152
 def _decode_tps(results: list[DecodeResult]) -> float:
-    "Tokens per second past the prompt: the tokens after the first over the time after the prefill."
-    return sum(len(r.tokens) - 1 for r in results) / sum(r.total_time - r.prefill_time for r in results)
+    "Tokens per second past the prompt: the tokens after the first over the time after the prefill (0: none)."
+    t = sum(r.total_time - r.prefill_time for r in results)
+    return sum(len(r.tokens) - 1 for r in results) / t if t > 0 else 0.0
 
 
 def summarize_runs(results: list[DecodeResult], baseline: list[DecodeResult] | None = None, reference=None) -> dict:
@@ -420,7 +421,8 @@ def summarize_runs(results: list[DecodeResult], baseline: list[DecodeResult] | N
         out["baseline_tokens_per_s"] = round(bn / bt, 2) if bt else None
         out["speedup"] = round(out["tokens_per_s"] / out["baseline_tokens_per_s"], 3) if bt and t else None
         # past the prompt: the tokens after the first (the prefill's) over the time after the prefill, both ways
-        out["decode_speedup"] = round(_decode_tps(results) / _decode_tps(baseline), 3) if bt and t else None
+        base = _decode_tps(baseline)
+        out["decode_speedup"] = round(_decode_tps(results) / base, 3) if base else None
     if reference is not None:
         out["lossless"] = all(r.tokens == ref.tokens for r, ref in zip(results, reference))
     return out
