@@ -25,6 +25,7 @@ from mdlm_kit.drafts.speculate import chat_ids, load_draft, load_prompts, make_p
 from mdlm_kit.drafts.speculative import (
     DecodeResult,
     PromptLookupProposer,
+    decode_tokens_per_s,
     plain_decode,
     speculative_decode,
     summarize_runs,
@@ -143,10 +144,7 @@ def measure(args, dev, precision):
         },
     }
     # the unit of cycle costs: plain decoding's seconds per token past the prompt (the prefill is the same both ways)
-    step = statistics.median(
-        sum(x.total_time - x.prefill_time for x in g["plain"]) / sum(len(x.tokens) - 1 for x in g["plain"])
-        for g in rounds
-    )
+    step = statistics.median(1 / decode_tokens_per_s(g["plain"]) for g in rounds)
     out["plain_step_ms"] = round(step * 1e3, 2)
     out["plain_prefill_s"] = round(statistics.median(sum(x.prefill_time for x in g["plain"]) for g in rounds), 3)
     print(

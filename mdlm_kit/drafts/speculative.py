@@ -14,7 +14,8 @@ from ..core.device import KitError, synchronize
 
 # %% auto #0
 __all__ = ['SpeculativeError', 'accept_draft', 'verify', 'CachedTarget', 'DecodeResult', 'plain_decode', 'Proposal', 'Proposer',
-           'tree_mask', 'accept_tree', 'check_proposal', 'speculative_decode', 'PromptLookupProposer', 'summarize_runs']
+           'tree_mask', 'accept_tree', 'check_proposal', 'speculative_decode', 'PromptLookupProposer',
+           'decode_tokens_per_s', 'summarize_runs']
 
 # %% ../../nbs/10a_speculative.ipynb #7a2bba9b
 class SpeculativeError(KitError, ValueError):
@@ -379,7 +380,7 @@ class PromptLookupProposer(Proposer):
         self.seq += new
 
 # %% ../../nbs/10a_speculative.ipynb #7db3a152
-def _decode_tps(results: list[DecodeResult]) -> float:
+def decode_tokens_per_s(results: list[DecodeResult]) -> float:
     "Tokens per second past the prompt: the tokens after the first over the time after the prefill (0: none)."
     t = sum(r.total_time - r.prefill_time for r in results)
     return sum(len(r.tokens) - 1 for r in results) / t if t > 0 else 0.0
@@ -421,8 +422,8 @@ def summarize_runs(results: list[DecodeResult], baseline: list[DecodeResult] | N
         out["baseline_tokens_per_s"] = round(bn / bt, 2) if bt else None
         out["speedup"] = round(out["tokens_per_s"] / out["baseline_tokens_per_s"], 3) if bt and t else None
         # past the prompt: the tokens after the first (the prefill's) over the time after the prefill, both ways
-        base = _decode_tps(baseline)
-        out["decode_speedup"] = round(_decode_tps(results) / base, 3) if base else None
+        base = decode_tokens_per_s(baseline)
+        out["decode_speedup"] = round(decode_tokens_per_s(results) / base, 3) if base else None
     if reference is not None:
         out["lossless"] = all(r.tokens == ref.tokens for r, ref in zip(results, reference))
     return out
