@@ -40,7 +40,8 @@ EAGLE3_ARGS = (
 )
 EAGLE3 = EAGLE3_ARGS + " --output-dir {run}/eagle3"
 DATA = (
-    "make-chat-data --target {target} --num-prompts {num_prompts} --max-new-tokens {max_new_tokens} "
+    "make-chat-data --target {target} --num-prompts {num_prompts} --self-prompts {self_prompts} "
+    "--max-new-tokens {max_new_tokens} "
     "--batch-size {gen_batch_size} --temperature {temperature} --output {run}/chat/all.jsonl --no-progress"
 )
 
@@ -180,7 +181,14 @@ def main():
     ap.add_argument("--output-dir", default="runs/recipe")
     ap.add_argument("--collect", default="", help="only summarise this finished run")
     ap.add_argument(
-        "--num-prompts", type=int, default=2200, help="answers to generate (the last --eval-prompts held out)"
+        "--num-prompts", type=int, default=850, help="embedded prompts to answer (r6: 2,200 and no self-written ones)"
+    )
+    ap.add_argument(
+        "--self-prompts",
+        type=int,
+        default=850,
+        help="prompts the target writes itself (Magpie), in turn with the embedded ones; the last --eval-prompts "
+        "answers of both are held out",
     )
     ap.add_argument("--eval-prompts", type=int, default=40)
     ap.add_argument("--max-new-tokens", type=int, default=128)

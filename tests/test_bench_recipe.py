@@ -18,7 +18,18 @@ def test_recipe_runs_every_stage_and_summarises_it(tmp_path, monkeypatch, capsys
     tgt.tokenizer.save_pretrained(tmp_path / "target")
     run, out = tmp_path / "run", tmp_path / "recipe.json"
     argv = ["drafter_recipe.py", "--target", str(tmp_path / "target"), "--output-dir", str(run)]
-    argv += ["--num-prompts", "16", "--eval-prompts", "6", "--max-new-tokens", "24", "--gen-batch-size", "8"]
+    argv += [
+        "--num-prompts",
+        "16",
+        "--self-prompts",
+        "0",
+        "--eval-prompts",
+        "6",
+        "--max-new-tokens",
+        "24",
+        "--gen-batch-size",
+        "8",
+    ]
     argv += ["--temperature", "1.0"]  # a random tiny target answers with EOS at once when greedy
     argv += ["--block-size", "4", "--eagle3-layers", "1,2,3,4", "--target-layers", "5"]
     argv += ["--dflash-steps", "3", "--eagle3-steps", "2"]

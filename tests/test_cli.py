@@ -587,3 +587,26 @@ def test_corpus_from_a_saved_datasets_directory(tmp_path, corpus_file, capsys):
     assert json.loads((tmp_path / "packed" / "meta.json").read_text())["n_documents"] == len(
         [t for t in text if t.strip()]
     )
+
+
+def test_make_chat_data_with_self_written_prompts(tmp_path, capsys):
+    "Magpie prompts from the target take turns with the embedded ones; a rerun adds nothing and keeps them."
+    from conftest import save_tiny_target_and_chat
+
+    save_tiny_target_and_chat(tmp_path)
+    out = tmp_path / "chat" / "all.jsonl"
+    argv = ["make-chat-data", "--target", str(tmp_path / "t"), "--num-prompts", "3", "--self-prompts", "2"]
+    argv += ["--batch-size", "16", "--max-new-tokens", "4", "--output", str(out), "--no-progress"]
+    main(argv)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"][0] for r in rows] == ["p", "s", "p", "s", "p"]
+    own = [json.loads(line) for line in (tmp_path / "chat" / "all.self_prompts.jsonl").read_text().splitlines()]
+    written = [m for b in own for m in b["messages"]]
+    assert rows[1]["conversations"][0]["content"] == written[0]
+    assert rows[3]["conversations"][0]["content"] == next(m for m in written if m != written[0])
+    assert [m["role"] for m in rows[1]["conversations"]] == ["user", "assistant"]
+    before = (tmp_path / "chat" / "all.self_prompts.jsonl").read_text()
+    capsys.readouterr()
+    main(argv)
+    assert "wrote 0 new conversations" in capsys.readouterr().out
+    assert (tmp_path / "chat" / "all.self_prompts.jsonl").read_text() == before

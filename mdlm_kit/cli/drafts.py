@@ -140,6 +140,8 @@ def cmd_train_draft(args):
 
 def cmd_make_chat_data(args):
     from mdlm_kit.drafts.chat_data import embedded_prompts, load_conversations, regenerate_conversations
+    from mdlm_kit.drafts.chat_data import self_written_prompts, take_turns
+    from pathlib import Path
     from mdlm_kit.drafts.targets import TargetModel
     from mdlm_kit.core.device import inference_precision, resolve_device
 
@@ -151,6 +153,12 @@ def cmd_make_chat_data(args):
     dev = resolve_device(args.device or "auto")
     prec = inference_precision(args.precision, dev, tokens_per_forward=args.batch_size)  # a batch decodes together
     tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=prec.dtype)
+    if args.self_prompts:  # Magpie: the target writes these itself; they take turns with the others
+        out = Path(args.output)
+        own = out.with_name(out.stem + ".self_prompts.jsonl")
+        prompts = take_turns(
+            prompts, self_written_prompts(tgt, args.self_prompts, own, seed=args.seed, batch_size=args.batch_size)
+        )
     n = regenerate_conversations(
         tgt,
         prompts,
@@ -282,6 +290,13 @@ def _add_make_chat_data(sub):
         "conversations",
     )
     p.add_argument("--num-prompts", type=int, default=0, help="use at most this many prompts (0: all)")
+    p.add_argument(
+        "--self-prompts",
+        type=int,
+        default=0,
+        help="also answer this many user prompts the target writes itself (Magpie), in turn with --prompts; "
+        "kept in OUTPUT's stem + .self_prompts.jsonl",
+    )
     p.add_argument("--output", required=True, help="output JSONL (appended to)")
     p.add_argument("--max-new-tokens", type=int, default=128, help="answer length limit")
     p.add_argument("--batch-size", type=int, default=8, help="prompts per generate call")

@@ -17,8 +17,8 @@ from ..core.device import KitError
 __all__ = ['ROLE_ALIASES', 'PROMPT_TEMPLATES', 'WRITING_TOPICS', 'WRITING_TEMPLATES', 'CODE_TASKS', 'CODE_LANGUAGES',
            'CODE_CONCEPTS', 'SQL_TASKS', 'HELDOUT_PROMPTS', 'ChatDataError', 'normalize_conversation',
            'load_conversations', 'has_generation_tags', 'assistant_markers', 'tokenize_conversation',
-           'tokenize_preformatted', 'dataset_key', 'build_chat_dataset', 'embedded_prompts', 'heldout_prompts',
-           'regenerate_conversations']
+           'tokenize_preformatted', 'dataset_key', 'build_chat_dataset', 'take_turns', 'embedded_prompts',
+           'heldout_prompts', 'regenerate_conversations', 'user_turn_prefix', 'self_written_prompts']
 
 # %% ../../nbs/11_chat_data.ipynb #b2df14e2
 class ChatDataError(KitError, ValueError):
@@ -488,6 +488,11 @@ def _prompt_kinds() -> dict[str, list[str]]:
     }
 
 
+def take_turns(*lists: list) -> list:
+    "One item of each list in turn, until all are used up: [a0, b0, a1, b1, ...]."
+    return [q[i] for i in range(max(map(len, lists), default=0)) for q in lists if i < len(q)]
+
+
 def embedded_prompts(n: int | None = None, seed: int = 0) -> list[dict]:
     """Single-turn user prompts (no download) of five kinds: Python's documentation topics and modules, writing, code,
     maths and reasoning. Each kind is shuffled, then they take turns, so any first n are an even mix."""
@@ -502,7 +507,7 @@ def embedded_prompts(n: int | None = None, seed: int = 0) -> list[dict]:
         first += len(texts)
         rng.shuffle(rows)
         queues.append(rows)
-    out = [q[i] for i in range(max(map(len, queues))) for q in queues if i < len(q)]  # one of each kind in turn
+    out = take_turns(*queues)  # one of each kind in turn
     return out[:n] if n else out
 
 
@@ -612,3 +617,92 @@ def regenerate_conversations(
         bar.update(len(chunk))
     bar.close()
     return len(todo)
+
+# %% ../../nbs/11_chat_data.ipynb #7fc04569
+def user_turn_prefix(tokenizer) -> str:
+    "The chat template's text up to where a user's message begins (a default system turn included)."
+    mark = "\x00MESSAGE\x00"
+    text = tokenizer.apply_chat_template([{"role": "user", "content": mark}], tokenize=False)
+    if mark not in text:
+        raise ChatDataError("the tokenizer's chat template does not show a user's message; give it a chat template.")
+    return text[: text.index(mark)]
+
+
+def _complete_messages(rows: torch.Tensor, tokenizer, end: int, min_words: int) -> list[str]:
+    "The sampled rows (B, T) that end the user's turn with `end`, decoded, with at least `min_words` words."
+    out = []
+    for row in rows.tolist():
+        if end not in row:  # cut off by max_new_tokens
+            continue
+        text = tokenizer.decode(row[: row.index(end)], skip_special_tokens=True).strip()
+        if len(text.split()) >= min_words:
+            out.append(text)
+    return out
+
+
+def _prompt_batches(path: Path) -> dict[int, list[str]]:
+    "The batches a run already wrote: {batch index: messages}."
+    repair_jsonl(path)  # a batch torn by a kill is cut off and sampled again
+    if not path.is_file():
+        return {}
+    out = {}
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        try:
+            row = json.loads(line)
+            out[int(row["batch"])] = [str(m) for m in row["messages"]]
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            raise ChatDataError(f"{path}:{i} is not a batch of self-written prompts; remove the file to redo it.")
+    return out
+
+# %% ../../nbs/11_chat_data.ipynb #9f107fcb
+@torch.inference_mode()
+def self_written_prompts(
+    target,
+    n: int,
+    output: str | Path,
+    seed: int = 0,
+    max_new_tokens: int = 64,
+    batch_size: int = 96,
+    temperature: float = 1.0,
+    top_p: float = 0.95,
+    min_words: int = 3,
+    max_batches: int | None = None,
+) -> list[dict]:
+    """n user prompts written by the target from its bare user-turn prefix (Magpie), distinct, in order of their
+    batches; each batch is seeded by `seed` and its index and appended to `output`, which a rerun goes on from."""
+    tok, output = target.tokenizer, Path(output)
+    end = tok.eos_token_id  # the end of a turn (ChatML's <|im_end|> in SmolLM2)
+    ids = tok(user_turn_prefix(tok), return_tensors="pt", add_special_tokens=False).input_ids.to(target.device)
+    done, found = _prompt_batches(output), {}
+    output.parent.mkdir(parents=True, exist_ok=True)
+    max_batches = max_batches or 4 + 3 * n // batch_size
+    for b in range(max_batches):
+        if len(found) >= n:
+            break
+        if b not in done:
+            torch.manual_seed(seed * 1_000_003 + b)  # generate() samples from torch's global generator
+            gen = target.model.generate(
+                ids.expand(batch_size, -1),
+                attention_mask=torch.ones(batch_size, ids.shape[1], dtype=torch.long, device=ids.device),
+                do_sample=True,
+                temperature=temperature,
+                top_p=top_p,
+                top_k=None,
+                max_new_tokens=max_new_tokens,
+                eos_token_id=end,
+                pad_token_id=end,
+            )
+            done[b] = _complete_messages(gen[:, ids.shape[1] :], tok, end, min_words)
+            append_jsonl(output, [{"batch": b, "messages": done[b]}])
+        for m in done[b]:
+            found.setdefault(m, len(found))  # first sighting keeps its place
+    if len(found) < n:
+        raise ChatDataError(
+            f"the target wrote only {len(found)} complete, distinct prompts of {n} in {max_batches} batches; "
+            "ask for fewer, or raise max_new_tokens (messages cut off are dropped)."
+        )
+    texts = sorted(found, key=found.get)[:n]
+    return [
+        {"id": f"s{i:05d}", "kind": "self", "conversations": [{"role": "user", "content": t}]}
+        for i, t in enumerate(texts)
+    ]
