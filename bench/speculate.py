@@ -70,6 +70,11 @@ def _methods(args):
     return out
 
 
+def _phase_seconds(results, phase: str) -> float:
+    "Seconds spent in one phase ('draft' or 'verify') over a method's results."
+    return sum(getattr(x, f"{phase}_time") for x in results)
+
+
 def _floats(text: str) -> list[float]:
     return [float(x) for x in text.split(",") if x.strip()]
 
@@ -89,8 +94,7 @@ def measure(args, dev, precision):
     methods = _methods(args)
     drafts = {m[1]: load_draft(m[1], dev, prec.dtype) for m in methods if m[1]}
     if args.one_row:  # one-row products the other way round too: plain decoding and every drafter alike
-        for m in [tgt.model, *drafts.values()]:
-            few_rows_linears(m, one_row=True)
+        few_rows_linears(tgt.model, *drafts.values(), one_row=True)
 
     def run(name, i):
         if name == "plain":
@@ -144,8 +148,9 @@ def measure(args, dev, precision):
         },
     }
     # the unit of cycle costs: plain decoding's seconds per token past the prompt (the prefill is the same both ways)
-    step = statistics.median(1 / decode_tokens_per_s(g["plain"]) for g in rounds)
-    out["plain_step_ms"] = round(step * 1e3, 2)
+    steps = [1 / decode_tokens_per_s(g["plain"]) for g in rounds]  # each round's own unit: the machine drifts
+    out["plain_step_ms"] = round(statistics.median(steps) * 1e3, 2)
+    out["plain_step_ms_by_round"] = [round(x * 1e3, 4) for x in steps]
     out["plain_prefill_s"] = round(statistics.median(sum(x.prefill_time for x in g["plain"]) for g in rounds), 3)
     print(
         f"plain decoding {plain_tps:.1f} tok/s; HF generate {out['hf_generate']['tokens_per_s']} tok/s, "
@@ -167,8 +172,10 @@ def measure(args, dev, precision):
             summarize_runs(g[n], g["plain"])["decode_speedup"] for g in rounds
         )
         m["tokens_per_s_median"] = round(statistics.median(tps(g[n]) for g in rounds), 2)
-        m["draft_steps_per_cycle"] = round(m["draft_time_s"] / m["cycles"] / step, 2)
-        m["verify_steps_per_cycle"] = round(m["verify_time_s"] / m["cycles"] / step, 2)
+        for phase in ("draft", "verify"):  # per round against that round's step, then the median
+            by = [_phase_seconds(g[n], phase) / sum(len(x.cycles) for x in g[n]) / st for g, st in zip(rounds, steps)]
+            m[f"{phase}_steps_per_cycle"] = round(statistics.median(by), 2)
+            m[f"{phase}_steps_by_round"] = [round(x, 3) for x in by]
         m["tau_by_kind"] = {}
         for kind in dict.fromkeys(kinds):
             rs = [x for x, kd in zip(rounds[0][n], kinds) if kd == kind]

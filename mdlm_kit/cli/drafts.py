@@ -250,8 +250,7 @@ def cmd_speculate(args):
     tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=dtype)
     cast_weights(draft, dtype)
     if args.one_row:  # one row computed as two: plain decoding, verification and drafting alike (02a_layers)
-        for m in (tgt.model, draft):
-            few_rows_linears(m, one_row=True)
+        few_rows_linears(tgt.model, draft, one_row=True)
     res = speculate(
         tgt,
         draft,

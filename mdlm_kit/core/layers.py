@@ -78,11 +78,11 @@ class OneRowLinear(FewRowsLinear):
     min_rows = 1
 
 
-def few_rows_linears(module: nn.Module, enable: bool = True, one_row: bool = False) -> nn.Module:
-    """Switch every plain `nn.Linear` inside `module` to `FewRowsLinear` (`OneRowLinear` with `one_row`), or back
-    with `enable=False`, in place."""
+def few_rows_linears(module: nn.Module, *more: nn.Module, enable: bool = True, one_row: bool = False) -> nn.Module:
+    """Switch every plain `nn.Linear` inside `module` (and each of `more`: a target and its drafter at once) to
+    `FewRowsLinear` (`OneRowLinear` with `one_row`), or back with `enable=False`, in place; returns `module`."""
     new = (OneRowLinear if one_row else FewRowsLinear) if enable else nn.Linear
-    for m in module.modules():
+    for m in (x for mod in (module, *more) for x in mod.modules()):
         if type(m) in (nn.Linear, FewRowsLinear, OneRowLinear):
             m.__class__ = new
     return module
