@@ -7,7 +7,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/playground.html.md"""
 # %% ../../nbs/20_playground.ipynb #26b21c8d
 from __future__ import annotations
 import json, os, queue, threading, time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Iterator
@@ -206,7 +206,7 @@ def _spec_pieces(tok, res: DecodeResult, limit: int) -> list:
 
 def _spec_stats(res: DecodeResult, elapsed: float, base: DecodeResult | None = None, greedy: bool = False) -> dict:
     "The evaluator's metrics (`summarize_runs`) of the run so far, `elapsed` seconds in."
-    snap = DecodeResult(res.tokens, res.cycles, res.accepted, res.proposed, total_time=elapsed)
+    snap = replace(res, total_time=elapsed)  # its phases' times too: prefill, drafting, verification
     return summarize_runs([snap], None if base is None else [base], [base] if base and greedy else None)
 
 
@@ -237,7 +237,8 @@ def _decode_in_thread(run):
     def on_cycle(res):
         if stop.is_set():
             raise _Cancelled()
-        snapshot = DecodeResult(list(res.tokens), list(res.cycles), list(res.accepted), list(res.proposed))
+        lists = {f: list(getattr(res, f)) for f in ("tokens", "cycles", "accepted", "proposed")}
+        snapshot = replace(res, **lists)  # a copy the decode goes on without touching; its timings so far
         q.put(("cycle", snapshot, time.perf_counter() - t0))
 
     def work():
