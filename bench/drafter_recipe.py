@@ -3,6 +3,8 @@ the D-PACE loss) and EAGLE-3 trained side by side; the wall and CPU time of ever
 drafters' held-out curves, written to one JSON file.
 
     python bench/drafter_recipe.py --output-dir runs/r6        # SmolLM2-135M-Instruct: 70 min, 1.9 CPU-hours
+    python bench/drafter_recipe.py --output-dir runs/r7 --num-prompts 850 --self-prompts 850   # r7: 2.04 CPU-hours,
+                                                                     # lower tau than r6 (lesson 18)
     python bench/drafter_recipe.py --collect runs/r3           # only rebuild the JSON from a finished run
 
 Every stage is an `mdlm-kit` command in a child process (the same commands as `nbs/18_drafter_recipes.ipynb`). Its
@@ -181,14 +183,14 @@ def main():
     ap.add_argument("--output-dir", default="runs/recipe")
     ap.add_argument("--collect", default="", help="only summarise this finished run")
     ap.add_argument(
-        "--num-prompts", type=int, default=850, help="embedded prompts to answer (r6: 2,200 and no self-written ones)"
+        "--num-prompts", type=int, default=2200, help="embedded prompts to answer (r7: 850, with 850 self-written)"
     )
     ap.add_argument(
         "--self-prompts",
         type=int,
-        default=850,
-        help="prompts the target writes itself (Magpie), in turn with the embedded ones; the last --eval-prompts "
-        "answers of both are held out",
+        default=0,
+        help="also answer this many prompts the target writes itself (Magpie), in turn with the embedded ones; the "
+        "last --eval-prompts answers of both are held out (r7: 850, which did not raise tau; lesson 18)",
     )
     ap.add_argument("--eval-prompts", type=int, default=40)
     ap.add_argument("--max-new-tokens", type=int, default=128)
