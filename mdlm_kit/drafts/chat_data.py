@@ -640,8 +640,8 @@ def _complete_messages(rows: torch.Tensor, tokenizer, end: int, min_words: int) 
     return out
 
 
-def _prompt_batches(path: Path) -> dict[int, list[str]]:
-    "The batches a run already wrote: {batch index: messages}."
+def _prompt_batches(path: Path, settings: dict) -> dict[int, list[str]]:
+    "The batches a run with these `settings` already wrote: {batch index: messages}; another run's are refused."
     repair_jsonl(path)  # a batch torn by a kill is cut off and sampled again
     if not path.is_file():
         return {}
@@ -649,9 +649,15 @@ def _prompt_batches(path: Path) -> dict[int, list[str]]:
     for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         try:
             row = json.loads(line)
-            out[int(row["batch"])] = [str(m) for m in row["messages"]]
+            batch, messages, theirs = int(row["batch"]), [str(m) for m in row["messages"]], row["settings"]
         except (json.JSONDecodeError, KeyError, TypeError, ValueError):
             raise ChatDataError(f"{path}:{i} is not a batch of self-written prompts; remove the file to redo it.")
+        if theirs != settings:
+            changed = sorted(k for k in settings if theirs.get(k) != settings[k])
+            raise ChatDataError(
+                f"{path} was written with other settings ({', '.join(changed)}); use those, or another output."
+            )
+        out[batch] = messages
     return out
 
 # %% ../../nbs/11_chat_data.ipynb #9f107fcb
@@ -673,7 +679,16 @@ def self_written_prompts(
     tok, output = target.tokenizer, Path(output)
     end = tok.eos_token_id  # the end of a turn (ChatML's <|im_end|> in SmolLM2)
     ids = tok(user_turn_prefix(tok), return_tensors="pt", add_special_tokens=False).input_ids.to(target.device)
-    done, found = _prompt_batches(output), {}
+    settings = dict(
+        target=target.digest(),
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        batch_size=batch_size,
+        temperature=temperature,
+        top_p=top_p,
+        min_words=min_words,
+    )  # what makes a batch: a rerun with others may not reuse it
+    done, found = _prompt_batches(output, settings), {}
     output.parent.mkdir(parents=True, exist_ok=True)
     max_batches = max_batches or 4 + 3 * n // batch_size
     for b in range(max_batches):
@@ -693,7 +708,7 @@ def self_written_prompts(
                 pad_token_id=end,
             )
             done[b] = _complete_messages(gen[:, ids.shape[1] :], tok, end, min_words)
-            append_jsonl(output, [{"batch": b, "messages": done[b]}])
+            append_jsonl(output, [{"batch": b, "settings": settings, "messages": done[b]}])
         for m in done[b]:
             found.setdefault(m, len(found))  # first sighting keeps its place
     if len(found) < n:
