@@ -70,9 +70,13 @@ def _methods(args):
     return out
 
 
-def _phase_seconds(results, phase: str) -> float:
-    "Seconds spent in one phase ('draft' or 'verify') over a method's results."
-    return sum(getattr(x, f"{phase}_time") for x in results)
+def cycle_costs(rounds: list[dict], steps: list[float], name: str, phase: str) -> list[float]:
+    "Per round: the seconds method `name` spent in `phase` ('draft', 'verify') per cycle, over that round's step."
+    out = []
+    for g, step in zip(rounds, steps):
+        seconds = sum(getattr(x, f"{phase}_time") for x in g[name])
+        out.append(seconds / sum(len(x.cycles) for x in g[name]) / step)
+    return out
 
 
 def _floats(text: str) -> list[float]:
@@ -173,7 +177,7 @@ def measure(args, dev, precision):
         )
         m["tokens_per_s_median"] = round(statistics.median(tps(g[n]) for g in rounds), 2)
         for phase in ("draft", "verify"):  # per round against that round's step, then the median
-            by = [_phase_seconds(g[n], phase) / sum(len(x.cycles) for x in g[n]) / st for g, st in zip(rounds, steps)]
+            by = cycle_costs(rounds, steps, n, phase)
             m[f"{phase}_steps_per_cycle"] = round(statistics.median(by), 2)
             m[f"{phase}_steps_by_round"] = [round(x, 3) for x in by]
         m["tau_by_kind"] = {}
