@@ -9,7 +9,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import speculate
 
 
-def test_prefill_apart_and_lossless(tmp_path, monkeypatch):
+def _bench(tmp_path, monkeypatch, repeats: int) -> dict:
+    "The bench on a tiny target with prompt lookup, 2 prompts of 40 tokens: its fp32 results."
     from mdlm_kit.drafts.targets import tiny_target
 
     tgt = tiny_target("llama", num_layers=2)
@@ -18,10 +19,14 @@ def test_prefill_apart_and_lossless(tmp_path, monkeypatch):
     out = tmp_path / "spec.json"
     argv = ["speculate.py", "--target", str(tmp_path / "target"), "--dflash", "", "--eagle3", ""]
     argv += ["--prompt-lookup", "3", "--precision", "fp32", "--num-prompts", "2", "--max-new-tokens", "40"]
-    argv += ["--repeats", "1", "--output", str(out)]
+    argv += ["--repeats", str(repeats), "--output", str(out)]
     monkeypatch.setattr(sys, "argv", argv)
     speculate.main()
-    r = json.loads(out.read_text())["fp32"]
+    return json.loads(out.read_text())["fp32"]
+
+
+def test_prefill_apart_and_lossless(tmp_path, monkeypatch):
+    r = _bench(tmp_path, monkeypatch, repeats=1)
     m = r["prompt-lookup"]
     assert r["n_prompts"] == 2 and m["lossless_prompts"] == "2/2" and r["hf_generate"]["same_tokens"] == "2/2"
     assert r["plain_prefill_s"] > 0 and r["plain_step_ms"] > 0 and r["hf_generate"]["plain_over_generate"] > 0
@@ -38,18 +43,7 @@ def test_prefill_apart_and_lossless(tmp_path, monkeypatch):
 
 def test_cycle_costs_per_round_against_that_rounds_step(tmp_path, monkeypatch):
     "With two rounds each round's cycle cost is divided by its own plain step; the reported cost is their median."
-    from mdlm_kit.drafts.targets import tiny_target
-
-    tgt = tiny_target("llama", num_layers=2)
-    tgt.model.save_pretrained(tmp_path / "target")
-    tgt.tokenizer.save_pretrained(tmp_path / "target")
-    out = tmp_path / "spec.json"
-    argv = ["speculate.py", "--target", str(tmp_path / "target"), "--dflash", "", "--eagle3", ""]
-    argv += ["--prompt-lookup", "3", "--precision", "fp32", "--num-prompts", "2", "--max-new-tokens", "40"]
-    argv += ["--repeats", "2", "--output", str(out)]
-    monkeypatch.setattr(sys, "argv", argv)
-    speculate.main()
-    r = json.loads(out.read_text())["fp32"]
+    r = _bench(tmp_path, monkeypatch, repeats=2)
     m = r["prompt-lookup"]
     assert len(r["plain_step_ms_by_round"]) == 2 and len(m["verify_steps_by_round"]) == 2
     assert abs(m["verify_steps_per_cycle"] - sum(m["verify_steps_by_round"]) / 2) < 0.006  # the median of two
