@@ -4,25 +4,37 @@
 
 Two measurements, one process, after a warm-up, interleaved over rounds, medians:
 - kernels: one pass over all of the target's weight matrices (every decoder layer's seven projections and the LM
-  head), each multiplied by n rows, as `F.linear` (x W^T) and as `few_rows_linear` ((W x^T)^T);
-- forwards: a 41-token chat prompt is prefilled into a `CachedTarget`, then `extend` runs n tokens and `crop`s back,
-  with the target's linears as `FewRowsLinear` and switched back to `nn.Linear` (same weights, same model).
+  head), each multiplied by n rows, as `F.linear` (x W^T), as `few_rows_linear` ((W x^T)^T) and, where torch has
+  oneDNN, `packed`: oneDNN's product with the weight laid out once for a few rows (what `PackedLinear` computes from
+  3 rows up);
+- forwards: a 45-token chat prompt is prefilled into a `CachedTarget`, then `extend` runs n tokens and `crop`s back,
+  with the target's linears as `FewRowsLinear`, as `PackedLinear` (one row as two, 3-128 rows packed: `--packed`)
+  and switched back to `nn.Linear` (same weights, same model).
 n = 1 is a plain decode step; n = k+1 verifies k drafts. Ratios to n = 1 are what verification costs in plain steps.
 `--wide-sizes` times the kernels alone as `F.linear` and as a bare (W x^T)^T: for 3 and 7 rows without the zero row
 `few_rows_linear` adds, and past `FEW_ROWS_MAX` (a batch of decode steps, as self-distillation generates), to show how
 far the other form stays cheaper on this machine.
-Both forms give the same logits up to fp32 rounding (the largest difference is printed)."""
+Every form gives the same logits up to fp32 rounding (the largest difference from `F.linear` is printed)."""
 
-import argparse, json, statistics, time
+import argparse, json, statistics, sys, time
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from mdlm_kit.core.layers import few_rows_linear, few_rows_linears
+from mdlm_kit.core.layers import PACKED_FOR_ROWS, few_rows_linear, few_rows_linears, packed_linear_available
 from mdlm_kit.drafts.speculative import CachedTarget
 from mdlm_kit.drafts.targets import TargetModel
 from decode_precision import prompt_ids  # the same probe prompt (bench/ is on the path when run as a script)
 
 KINDS = {"F.linear": F.linear, "few_rows_linear": few_rows_linear}
+SWITCH = {"F.linear": dict(enable=False), "few_rows_linear": {}, "packed": dict(packed=True)}  # few_rows_linears
+
+
+def _packed_kernel(weights):
+    "oneDNN's product with each weight packed once for a few rows, as `PackedLinear` keeps it."
+    packed = {w.data_ptr(): torch.ops.mkldnn._reorder_linear_weight(w.detach(), PACKED_FOR_ROWS) for w in weights}
+    return lambda x, w: torch.ops.mkldnn._linear_pointwise(x, packed[w.data_ptr()], None, "none", [], "")
+
+
 WIDE = {"F.linear": F.linear, "(W x^T)^T": lambda x, w: torch.mm(w, x.t()).t()}
 
 
@@ -46,13 +58,13 @@ def _extend_ms(ct, start, n):
 def _logit_gap(tgt, ids, n):
     "Largest |logit| difference of an n-token extend between the two forms."
     out = {}
-    for on in (True, False):
-        few_rows_linears(tgt.model, enable=on)
+    for kind in KINDS:
+        few_rows_linears(tgt.model, **SWITCH[kind])
         ct = CachedTarget(tgt)
         ct.extend(ids)
-        out[on] = ct.extend(torch.arange(40, 40 + n)[None])[0]  # logits (n, V)
+        out[kind] = ct.extend(torch.arange(40, 40 + n)[None])[0]  # logits (n, V)
     few_rows_linears(tgt.model)
-    return (out[True] - out[False]).abs().max().item()
+    return {k: (out[k] - out["F.linear"]).abs().max().item() for k in KINDS if k != "F.linear"}
 
 
 def main():
@@ -65,6 +77,8 @@ def main():
     args = ap.parse_args()
     tgt = TargetModel.from_pretrained(args.target)
     weights = [m.weight for m in tgt.model.modules() if isinstance(m, torch.nn.Linear)]
+    if packed_linear_available():
+        KINDS["packed"] = _packed_kernel(weights)
     ids = torch.tensor([prompt_ids(tgt.tokenizer)])
     sizes = [int(s) for s in args.sizes.split(",")]
     wide = [int(s) for s in args.wide_sizes.split(",") if s]
@@ -75,7 +89,8 @@ def main():
     times |= {("wide", kind, n): [] for kind in WIDE for n in [1] + wide}
     for r in range(args.rounds + 1):  # round 0 is the warm-up
         for kind in KINDS if r % 2 else list(KINDS)[::-1]:
-            few_rows_linears(tgt.model, enable=kind == "few_rows_linear")
+            few_rows_linears(tgt.model, **SWITCH[kind])
+            _extend_ms(ct, start, 3)  # untimed: PackedLinear packs its weights on first use after a switch
             for n in sizes:
                 k = _kernels_ms(weights, n, KINDS[kind])
                 f = _extend_ms(ct, start, n)
@@ -89,6 +104,7 @@ def main():
                     times[("wide", kind, n)].append(k)
     few_rows_linears(tgt.model)
     out = {
+        "command": "python " + " ".join(sys.argv),
         "prompt_tokens": ids.shape[1],
         "threads": torch.get_num_threads(),
         "rounds": args.rounds,
@@ -115,7 +131,7 @@ def main():
             }
             print(f"{'wide':9} {kind:16} " + " ".join(f"{'n=' + str(n)}: {med[n] / med[1]:4.2f}x" for n in wide))
     out["max_logit_difference"] = {str(n): _logit_gap(tgt, ids, n) for n in sizes if n > 1}
-    print("largest logit difference between the forms:", out["max_logit_difference"])
+    print("largest logit difference from F.linear:", out["max_logit_difference"])
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(out, indent=1))
     print(f"wrote {args.output}")

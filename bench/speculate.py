@@ -97,8 +97,8 @@ def measure(args, dev, precision):
     ids = [chat_ids(tok, m) for m in prompts]
     methods = _methods(args)
     drafts = {m[1]: load_draft(m[1], dev, prec.dtype) for m in methods if m[1]}
-    if args.one_row:  # one-row products the other way round too: plain decoding and every drafter alike
-        few_rows_linears(tgt.model, *drafts.values(), one_row=True)
+    if args.one_row or args.packed:  # the same products for plain decoding and every drafter alike (02a_layers)
+        few_rows_linears(tgt.model, *drafts.values(), one_row=True, packed=args.packed)
 
     def run(name, i):
         if name == "plain":
@@ -247,6 +247,11 @@ def main():
         "--one-row",
         action="store_true",
         help="compute one-row products as (W x^T)^T with a zero row too (OneRowLinear), for plain decoding as well",
+    )
+    ap.add_argument(
+        "--packed",
+        action="store_true",
+        help="--one-row, and 3-128 rows through oneDNN with weights packed for a few rows (PackedLinear)",
     )
     ap.add_argument("--output", default="bench/results/speculate.json")
     args = ap.parse_args()

@@ -178,11 +178,13 @@ def test_sampling_matches_plain_sampling_in_distribution(setup, drafters):
 def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkeypatch):
     import json
     from mdlm_kit.cli.main import main
-    from mdlm_kit.core.layers import OneRowLinear
+    from mdlm_kit.core.layers import OneRowLinear, PackedLinear
 
-    one_row_calls = []  # --one-row (the EAGLE-3 run) must decode through OneRowLinear, and still equal plain decoding
-    forward = OneRowLinear.forward
-    monkeypatch.setattr(OneRowLinear, "forward", lambda self, x: one_row_calls.append(1) or forward(self, x))
+    # --one-row must decode through OneRowLinear, --packed through PackedLinear's packed weights too; both lossless
+    calls = {"one_row": [], "packed": []}
+    forward, packed_weight = OneRowLinear.forward, PackedLinear.packed_weight
+    monkeypatch.setattr(OneRowLinear, "forward", lambda self, x: calls["one_row"].append(1) or forward(self, x))
+    monkeypatch.setattr(PackedLinear, "packed_weight", lambda self: calls["packed"].append(1) or packed_weight(self))
 
     tgt, _, _, _ = setup
     df, e3 = drafters
@@ -191,7 +193,7 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
     df.save_pretrained(tmp_path / "df")
     e3.save_pretrained(tmp_path / "e3")
     (tmp_path / "p.jsonl").write_text('{"turns": ["What is a list?"]}\nplain line prompt\n')
-    for d in ("df", "e3"):
+    for run, (d, flags) in enumerate((("df", []), ("e3", ["--one-row"]), ("df", ["--packed"]))):
         rc = main(
             [
                 "speculate",
@@ -204,14 +206,14 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
                 "--max-new-tokens",
                 "12",
                 "--output",
-                str(tmp_path / f"{d}.json"),
+                str(tmp_path / f"{run}.json"),
                 "--no-progress",
             ]
-            + (["--one-row"] if d == "e3" else [])
+            + flags
         )
         assert rc == 0
-        assert bool(one_row_calls) == (d == "e3")
-        r = json.loads((tmp_path / f"{d}.json").read_text())
+        assert [bool(calls["one_row"]), bool(calls["packed"])] == [run > 0, run == 2], (run, flags)
+        r = json.loads((tmp_path / f"{run}.json").read_text())
         assert r["lossless"] is True and r["n_prompts"] == 2 and "speedup" in r
         committed = sum(int(k) * v for k, v in r["tokens_per_cycle_histogram"].items())
         assert committed == r["tokens"] - r["n_prompts"]  # every token but each prompt's first came from a cycle
@@ -219,6 +221,33 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
     capsys.readouterr()
     assert main(["speculate", "--target", str(tmp_path / "t"), "--draft", str(tmp_path / "p.jsonl")]) == 2
     assert "not a saved DFlash or EAGLE-3 drafter" in capsys.readouterr().err
+
+
+def test_packed_linears_are_lossless(setup, drafters):
+    """With every linear of the target and both drafters a `PackedLinear` (`--packed`): verification goes through the
+    packed weights, and DFlash, the EAGLE-3 chain and the tree give exactly the plain greedy output of the same model
+    with its ordinary linears."""
+    from mdlm_kit.core.layers import FewRowsLinear, PackedLinear, few_rows_linears, packed_linear_available
+
+    if not packed_linear_available():
+        pytest.skip("this torch build has no oneDNN")
+    tgt, tables, prompt, answer = setup
+    df, e3 = drafters
+    ref = plain_decode(tgt, prompt, 30).tokens
+    few_rows_linears(tgt.model, df, e3, packed=True)
+    try:
+        assert plain_decode(tgt, prompt, 30).tokens == ref
+        for decode in (
+            lambda: dflash_decode(tgt, df, tables, prompt, 30, num_draft_tokens=3),
+            lambda: eagle3_decode(tgt, e3, tables, prompt, 30, num_draft_tokens=3),
+            lambda: eagle3_tree_decode(tgt, e3, tables, prompt, 30, depth=3, top_k=2, tree_nodes=6),
+        ):
+            assert decode().tokens == ref
+        packed = [m for m in tgt.model.modules() if isinstance(m, PackedLinear)]
+        assert len(packed) == 6 * 7 + 1 and all(hasattr(m, "_packed") for m in packed)  # each used its packed weight
+    finally:
+        few_rows_linears(tgt.model, df, e3)
+    assert {type(m) for m in tgt.model.modules() if isinstance(m, torch.nn.Linear)} == {FewRowsLinear}
 
 
 @pytest.mark.slow

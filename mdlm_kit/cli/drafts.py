@@ -249,8 +249,8 @@ def cmd_speculate(args):
     dtype = inference_precision(args.precision, dev, n, verifies=True).dtype
     tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=dtype)
     cast_weights(draft, dtype)
-    if args.one_row:  # one row computed as two: plain decoding, verification and drafting alike (02a_layers)
-        few_rows_linears(tgt.model, draft, one_row=True)
+    if args.one_row or args.packed:  # the same products for plain decoding, verification and drafting (02a_layers)
+        few_rows_linears(tgt.model, draft, one_row=True, packed=args.packed)
     res = speculate(
         tgt,
         draft,
@@ -401,6 +401,13 @@ def _add_speculate(sub):
     p.add_argument("--baseline", action="store_true", help="also time plain decoding at temperature > 0")
     p.add_argument("--output", help="write the JSON here too")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    _add_speculate_machine_flags(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_speculate)
+
+
+def _add_speculate_machine_flags(p):
+    "Where and how `speculate` computes: the device, the precision and the CPU products."
     p.add_argument("--device", help="auto, cpu, cuda or mps")
     p.add_argument(
         "--precision",
@@ -411,8 +418,12 @@ def _add_speculate(sub):
     p.add_argument(
         "--one-row", action="store_true", help="one row as two, (W x^T)^T: faster where the one-row kernel is slow"
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(fn=cmd_speculate)
+    p.add_argument(
+        "--packed",
+        action="store_true",
+        help="--one-row, and 3-128 rows through oneDNN with weights packed for a few rows: cheaper verification "
+        "where MKL's few-row kernels are slow (measure with bench/few_rows_matmul.py)",
+    )
 
 
 def add_draft_commands(sub):

@@ -13,8 +13,9 @@ import torch.nn.functional as F
 from .config import ConfigError
 
 # %% auto #0
-__all__ = ['FEW_ROWS_MAX', 'RMSNorm', 'rope_tables', 'apply_rope', 'few_rows_linear', 'FewRowsLinear', 'OneRowLinear',
-           'few_rows_linears', 'GatedMLP', 'make_optimizer', 'lr_schedule']
+__all__ = ['FEW_ROWS_MAX', 'PACKED_ROWS', 'PACKED_FOR_ROWS', 'RMSNorm', 'rope_tables', 'apply_rope', 'few_rows_linear',
+           'FewRowsLinear', 'OneRowLinear', 'packed_linear_available', 'PackedLinear', 'few_rows_linears', 'GatedMLP',
+           'make_optimizer', 'lr_schedule']
 
 # %% ../../nbs/02a_layers.ipynb #6e78ba4e
 class RMSNorm(nn.Module):
@@ -78,13 +79,49 @@ class OneRowLinear(FewRowsLinear):
     min_rows = 1
 
 
-def few_rows_linears(module: nn.Module, *more: nn.Module, enable: bool = True, one_row: bool = False) -> nn.Module:
+PACKED_ROWS = (3, 128)  # rows that PackedLinear sends through oneDNN with its packed weight
+PACKED_FOR_ROWS = 8  # the row count oneDNN lays the weight out for; 3-128 rows all ran faster that way here
+
+
+def packed_linear_available() -> bool:
+    "Whether this torch build has the oneDNN (mkldnn) ops `PackedLinear` calls."
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
+
+
+class PackedLinear(OneRowLinear):
+    """A `OneRowLinear` that sends 3-128 fp32 CPU rows, without autograd, through oneDNN with a copy of its weight laid
+    out for a few rows: made on first use and again when the weight changes; never saved (`state_dict` is unchanged)."""
+
+    def packed_weight(self) -> torch.Tensor:
+        key = (self.weight.data_ptr(), self.weight._version)  # an in-place update or a new tensor repacks
+        if getattr(self, "_packed", (None,))[0] != key:
+            self._packed = (key, torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), PACKED_FOR_ROWS))
+        return self._packed[1]
+
+    def forward(self, x):
+        rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+        w = self.weight
+        grad = torch.is_grad_enabled() and (w.requires_grad or x.requires_grad)
+        if grad or not PACKED_ROWS[0] <= rows <= PACKED_ROWS[1] or x.device.type != "cpu" or w.dtype != torch.float32:
+            return super().forward(x)
+        y = torch.ops.mkldnn._linear_pointwise(x.reshape(rows, -1), self.packed_weight(), self.bias, "none", [], "")
+        return y.view(*x.shape[:-1], w.shape[0])
+
+
+def few_rows_linears(
+    module: nn.Module, *more: nn.Module, enable: bool = True, one_row: bool = False, packed: bool = False
+) -> nn.Module:
     """Switch every plain `nn.Linear` inside `module` (and each of `more`: a target and its drafter at once) to
-    `FewRowsLinear` (`OneRowLinear` with `one_row`), or back with `enable=False`, in place; returns `module`."""
-    new = (OneRowLinear if one_row else FewRowsLinear) if enable else nn.Linear
+    `FewRowsLinear` (`OneRowLinear` with `one_row`, `PackedLinear` with `packed`), or back with `enable=False`, in
+    place; returns `module`."""
+    if enable and packed and not packed_linear_available():
+        raise RuntimeError("packed linears need a torch build with oneDNN (mkldnn); drop --packed on this machine.")
+    new = nn.Linear if not enable else PackedLinear if packed else OneRowLinear if one_row else FewRowsLinear
     for m in (x for mod in (module, *more) for x in mod.modules()):
-        if type(m) in (nn.Linear, FewRowsLinear, OneRowLinear):
+        if type(m) in (nn.Linear, FewRowsLinear, OneRowLinear, PackedLinear):
             m.__class__ = new
+            if new is not PackedLinear:
+                m.__dict__.pop("_packed", None)  # free the packed copy
     return module
 
 # %% ../../nbs/02a_layers.ipynb #fd4dcf88
