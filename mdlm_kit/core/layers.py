@@ -98,11 +98,17 @@ class PackedLinear(OneRowLinear):
             self._packed = (key, torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), PACKED_FOR_ROWS))
         return self._packed[1]
 
+    def __getstate__(self):  # copy.deepcopy and pickling: oneDNN's opaque copy is left out, and remade on first use
+        state = super().__getstate__()
+        state.pop("_packed", None)
+        return state
+
     def forward(self, x):
         rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
         w = self.weight
         grad = torch.is_grad_enabled() and (w.requires_grad or x.requires_grad)
-        if grad or not PACKED_ROWS[0] <= rows <= PACKED_ROWS[1] or x.device.type != "cpu" or w.dtype != torch.float32:
+        fp32_cpu = x.device.type == "cpu" and x.dtype == w.dtype == torch.float32
+        if grad or not fp32_cpu or not PACKED_ROWS[0] <= rows <= PACKED_ROWS[1]:
             return super().forward(x)
         y = torch.ops.mkldnn._linear_pointwise(x.reshape(rows, -1), self.packed_weight(), self.bias, "none", [], "")
         return y.view(*x.shape[:-1], w.shape[0])
