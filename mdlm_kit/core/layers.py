@@ -11,6 +11,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from .config import ConfigError
+from .device import DeviceError
 
 # %% auto #0
 __all__ = ['FEW_ROWS_MAX', 'PACKED_ROWS', 'PACKED_FOR_ROWS', 'RMSNorm', 'rope_tables', 'apply_rope', 'few_rows_linear',
@@ -121,7 +122,7 @@ def few_rows_linears(
     `FewRowsLinear` (`OneRowLinear` with `one_row`, `PackedLinear` with `packed`), or back with `enable=False`, in
     place; returns `module`."""
     if enable and packed and not packed_linear_available():
-        raise RuntimeError("packed linears need a torch build with oneDNN (mkldnn); drop --packed on this machine.")
+        raise DeviceError("packed linears need a torch build with oneDNN (mkldnn); drop --packed on this machine.")
     new = nn.Linear if not enable else PackedLinear if packed else OneRowLinear if one_row else FewRowsLinear
     for m in (x for mod in (module, *more) for x in mod.modules()):
         if type(m) in (nn.Linear, FewRowsLinear, OneRowLinear, PackedLinear):
