@@ -383,3 +383,24 @@ def test_fp32_verification_takes_the_few_rows_product_and_stays_lossless(setup, 
         assert {n for f, n in forms if f == "linear"} <= {1, len(prompt)}, forms  # one row, or the prompt
         mm_rows = {n for f, n in forms if f == "mm"}
         assert mm_rows and mm_rows <= {2, 4, 5, 6, 8}, forms  # 3 and 7 rows are padded to 4 and 8
+
+
+@pytest.mark.parametrize("steps", [25, 60])
+def test_walked_tau_is_what_decoding_measures(setup, steps):
+    """EAGLE-3's training pass, walked as decoding walks (lesson 13), on the target's own greedy text gives the chain's
+    decoded tau: the same cycles and tokens. The mean over chain starts, training's other figure, is not that."""
+    tgt, tables, prompt, answer = setup
+    e3 = _overfit_eagle3(tgt, tables, prompt, answer, steps=steps)  # partly trained: some drafts missed
+    r = eagle3_decode(tgt, e3, tables, prompt, 40, num_draft_tokens=4)
+    assert r.tokens == answer
+    x = torch.tensor([prompt + answer])
+    lm = torch.zeros_like(x)
+    lm[0, len(prompt) - 1 : len(prompt) + len(answer) - 2] = 1  # the chain starts that draft answer tokens 2..40
+    out = tgt(x, layer_ids=e3.config.eagle_aux_hidden_state_layer_ids)
+    with torch.no_grad():
+        m = eagle3_forward(e3, tables, x, lm, out.hidden_states, out.logits, ttt_length=4)
+    walked = m["walk_tokens"].item() / m["walk_cycles"].item()
+    assert 1.2 < walked < 4  # partial acceptance, not all or nothing
+    # r.cycles: the tokens each cycle committed (the last one's extra token is cut from the answer afterwards)
+    assert (m["walk_tokens"].item(), m["walk_cycles"].item()) == (sum(r.cycles), len(r.cycles))
+    assert (m["tau_sum"] / m["n_blocks"]).item() > walked  # the mean over starts counts each easy run many times

@@ -792,13 +792,19 @@ class _FeatureView:
 
 def summarize(agg: dict, algorithm: str = "dflash") -> dict:
     """Turn summed metrics into accuracy and loss by drafted position (DFlash slot k = 1.., EAGLE-3 TTT step j = 0..)
-    and the simulated acceptance length."""
+    and the simulated acceptance length: the mean over chain starts (`tau`) and, for EAGLE-3, as greedy decoding of
+    the same text would walk it (`tau_decode`, lesson 13)."""
     if "pos_count" not in agg:
         return {}
     cnt = agg["pos_count"].clamp_min(1)
     return {
         "acc": float(agg["pos_correct"].sum() / cnt.sum()),
         "tau": float(agg["tau_sum"] / max(float(agg["n_blocks"]), 1)),
+        **(
+            {"tau_decode": float(agg["walk_tokens"] / max(float(agg["walk_cycles"]), 1))}
+            if "walk_tokens" in agg
+            else {}
+        ),
         "acc_by_position": [round(float(x), 4) for x in agg["pos_correct"] / cnt],
         "loss_by_position": [round(float(x), 4) for x in agg["pos_ce"] / cnt],
         # EAGLE-3 logs acc_0..acc_{T-1} per TTT step, like the reference script
@@ -813,5 +819,6 @@ def summarize(agg: dict, algorithm: str = "dflash") -> dict:
 def _fmt(ev):
     return (
         f"loss {ev['loss']:.3f} | acc {ev['acc']:.3f} | tau {ev['tau']:.2f} | "
-        f"acc by position {ev['acc_by_position'][:4]}…"
+        + (f"decoding tau {ev['tau_decode']:.2f} | " if "tau_decode" in ev else "")
+        + f"acc by position {ev['acc_by_position'][:4]}…"
     )
