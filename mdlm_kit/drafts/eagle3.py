@@ -18,8 +18,8 @@ from .speculative import Proposal, Proposer
 
 # %% auto #0
 __all__ = ['MODEL_TYPE', 'ARCHITECTURE', 'Eagle3Error', 'default_aux_layer_ids', 'build_vocab_mapping', 'ttt_attention_mask',
-           'ttt_step_weights', 'Eagle3Config', 'Eagle3Attention', 'Eagle3Layer', 'Eagle3DraftModel', 'walked_tau',
-           'shift_left', 'target_labels', 'eagle3_forward', 'draft_embed', 'chain_step_reference', 'Eagle3ContextCache',
+           'ttt_step_weights', 'Eagle3Config', 'Eagle3Attention', 'Eagle3Layer', 'Eagle3DraftModel', 'shift_left',
+           'target_labels', 'eagle3_forward', 'draft_embed', 'walked_tau', 'chain_step_reference', 'Eagle3ContextCache',
            'eagle3_propose', 'eagle3_tree_propose', 'Eagle3Proposer', 'Eagle3TreeProposer']
 
 # %% ../../nbs/13_eagle3.ipynb #bd7f9a97
@@ -257,22 +257,6 @@ class Eagle3DraftModel(nn.Module):
             )
         return cast_weights(model, dtype).to(device)
 
-# %% ../../nbs/13_eagle3.ipynb #acaeae09
-def walked_tau(tau: torch.Tensor, valid: torch.Tensor) -> tuple[int, int]:
-    """Tokens and cycles of greedy decoding over this text, from the chain length `tau` (B, S) at each position:
-    start at each span of `valid` (B, S) positions, keep `tau[t]` tokens, go on from `t + tau[t]`."""
-    tokens = cycles = 0
-    for lengths, ok in zip(tau.round().long().tolist(), valid.bool().tolist()):
-        t = 0
-        while t < len(ok):
-            if not ok[t]:
-                t += 1
-                continue
-            tokens += lengths[t]
-            cycles += 1
-            t += max(lengths[t], 1)
-    return tokens, cycles
-
 # %% ../../nbs/13_eagle3.ipynb #ce9ff226
 def shift_left(x: torch.Tensor, n: int) -> torch.Tensor:
     "x[:, n:] padded with zeros to the same length (dim 1)."
@@ -364,6 +348,22 @@ def eagle3_forward(
 
 def draft_embed(tables, ids):
     return tables.embed(ids)
+
+# %% ../../nbs/13_eagle3.ipynb #acaeae09
+def walked_tau(tau: torch.Tensor, valid: torch.Tensor) -> tuple[int, int]:
+    """Tokens and cycles of greedy decoding over this text, from the chain length `tau` (B, S) at each position:
+    start at each span of `valid` (B, S) positions, keep `tau[t]` tokens, go on from `t + tau[t]`."""
+    tokens = cycles = 0
+    for lengths, ok in zip(tau.round().long().tolist(), valid.bool().tolist()):
+        t = 0
+        while t < len(ok):
+            if not ok[t]:
+                t += 1
+                continue
+            tokens += lengths[t]
+            cycles += 1
+            t += max(lengths[t], 1)
+    return tokens, cycles
 
 # %% ../../nbs/13_eagle3.ipynb #1067698a
 @torch.no_grad()
