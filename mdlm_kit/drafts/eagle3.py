@@ -341,8 +341,8 @@ def eagle3_forward(
         "pos_ce": torch.stack(ce_sum),
         "tau_sum": tau[valid].sum().detach(),
         "n_blocks": valid.sum().detach(),
-        "walk_tokens": torch.tensor(float(tokens)),
-        "walk_cycles": torch.tensor(float(cycles)),
+        "walk_tokens": torch.tensor(float(tokens), device=num.device),
+        "walk_cycles": torch.tensor(float(cycles), device=num.device),
     }
 
 
