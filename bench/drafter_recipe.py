@@ -168,7 +168,8 @@ def collect(run: Path, command: str) -> dict:
                 {
                     "step": e["step"],
                     "acc": round(e["acc"], 4),
-                    "tau": round(e["tau"], 3),
+                    "tau": round(e["tau"], 3),  # the mean over chain starts (lesson 13)
+                    **({"tau_decode": round(e["tau_decode"], 3)} if "tau_decode" in e else {}),  # as decoding walks
                     "acc_by_position": e["acc_by_position"],
                 }
                 for e in ev
