@@ -20,7 +20,7 @@ import argparse, json, statistics, sys, time
 from pathlib import Path
 import torch
 import torch.nn.functional as F
-from mdlm_kit.core.layers import PACKED_FOR_ROWS, few_rows_linear, few_rows_linears, packed_linear_available
+from mdlm_kit.core.layers import few_rows_linear, few_rows_linears, pack_weight, packed_linear, packed_linear_available
 from mdlm_kit.drafts.speculative import CachedTarget
 from mdlm_kit.drafts.targets import TargetModel
 from decode_precision import prompt_ids  # the same probe prompt (bench/ is on the path when run as a script)
@@ -31,8 +31,8 @@ SWITCH = {"F.linear": dict(enable=False), "few_rows_linear": {}, "packed": dict(
 
 def _packed_kernel(weights):
     "oneDNN's product with each weight packed once for a few rows, as `PackedLinear` keeps it."
-    packed = {w.data_ptr(): torch.ops.mkldnn._reorder_linear_weight(w.detach(), PACKED_FOR_ROWS) for w in weights}
-    return lambda x, w: torch.ops.mkldnn._linear_pointwise(x, packed[w.data_ptr()], None, "none", [], "")
+    packed = {w.data_ptr(): pack_weight(w) for w in weights}
+    return lambda x, w: packed_linear(x, packed[w.data_ptr()])
 
 
 WIDE = {"F.linear": F.linear, "(W x^T)^T": lambda x, w: torch.mm(w, x.t()).t()}

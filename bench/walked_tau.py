@@ -17,21 +17,25 @@ from mdlm_kit.drafts.features import HiddenStates
 from mdlm_kit.drafts.speculate import chat_ids, load_draft, load_prompts
 from mdlm_kit.drafts.speculative import plain_decode
 from mdlm_kit.drafts.targets import TargetModel
+from mdlm_kit.drafts.train import summarize
 
 SUMS = ("tau_sum", "n_blocks", "walk_tokens", "walk_cycles")
 
 
 def _add(agg: dict, out: dict):
-    for k in SUMS:
-        agg[k] = agg.get(k, 0.0) + float(out[k])
+    "Sum a pass's metrics as the trainer's evaluation does."
+    for k, v in out.items():
+        if k not in ("numerator", "denominator"):
+            agg[k] = agg.get(k, 0) + v.detach()
 
 
 def _result(agg: dict, n: int) -> dict:
+    ev = summarize(agg, "eagle3")  # the trainer's own reduction: tau and tau_decode
     return {
         "sequences": n,
-        "tau_mean_over_starts": round(agg["tau_sum"] / agg["n_blocks"], 3),
-        "tau_walked": round(agg["walk_tokens"] / agg["walk_cycles"], 3),
-        **{k: int(v) for k, v in agg.items()},
+        "tau_mean_over_starts": round(ev["tau"], 3),
+        "tau_walked": round(ev["tau_decode"], 3),
+        **{k: int(agg[k]) for k in SUMS},
     }
 
 

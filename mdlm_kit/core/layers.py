@@ -15,8 +15,8 @@ from .device import DeviceError
 
 # %% auto #0
 __all__ = ['FEW_ROWS_MAX', 'PACKED_ROWS', 'PACKED_FOR_ROWS', 'RMSNorm', 'rope_tables', 'apply_rope', 'few_rows_linear',
-           'FewRowsLinear', 'OneRowLinear', 'packed_linear_available', 'PackedLinear', 'few_rows_linears', 'GatedMLP',
-           'make_optimizer', 'lr_schedule']
+           'FewRowsLinear', 'OneRowLinear', 'packed_linear_available', 'pack_weight', 'packed_linear', 'PackedLinear',
+           'few_rows_linears', 'GatedMLP', 'make_optimizer', 'lr_schedule']
 
 # %% ../../nbs/02a_layers.ipynb #6e78ba4e
 class RMSNorm(nn.Module):
@@ -89,6 +89,16 @@ def packed_linear_available() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
 
 
+def pack_weight(weight: torch.Tensor) -> torch.Tensor:
+    "oneDNN's copy of a linear's `weight` laid out for `PACKED_FOR_ROWS` rows (an opaque tensor, for `packed_linear`)."
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACKED_FOR_ROWS)
+
+
+def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    "`F.linear` of rows `x` (n, in) with a weight packed by `pack_weight`: (n, out)."
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
 class PackedLinear(OneRowLinear):
     """A `OneRowLinear` that sends 3-128 fp32 CPU rows, without autograd, through oneDNN with a copy of its weight laid
     out for a few rows: made on first use and again when the weight changes; never saved (`state_dict` is unchanged)."""
@@ -96,7 +106,7 @@ class PackedLinear(OneRowLinear):
     def packed_weight(self) -> torch.Tensor:
         key = (self.weight.data_ptr(), self.weight._version)  # an in-place update or a new tensor repacks
         if getattr(self, "_packed", (None,))[0] != key:
-            self._packed = (key, torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), PACKED_FOR_ROWS))
+            self._packed = (key, pack_weight(self.weight))
         return self._packed[1]
 
     def __getstate__(self):  # copy.deepcopy and pickling: oneDNN's opaque copy is left out, and remade on first use
@@ -111,7 +121,7 @@ class PackedLinear(OneRowLinear):
         fp32_cpu = x.device.type == "cpu" and x.dtype == w.dtype == torch.float32
         if grad or not fp32_cpu or not PACKED_ROWS[0] <= rows <= PACKED_ROWS[1]:
             return super().forward(x)
-        y = torch.ops.mkldnn._linear_pointwise(x.reshape(rows, -1), self.packed_weight(), self.bias, "none", [], "")
+        y = packed_linear(x.reshape(rows, -1), self.packed_weight(), self.bias)
         return y.view(*x.shape[:-1], w.shape[0])
 
 
