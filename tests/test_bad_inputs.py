@@ -366,6 +366,11 @@ CASES = [
         "--num-draft-tokens must be at least 1",
     ),
     (
+        "speculate-negative-lookup-branch",
+        lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--lookup-branch", "-1"],
+        "--lookup-branch must be 0 (none) or more, not -1",
+    ),
+    (
         "speculate-top-p",
         lambda w, b: [
             "speculate",

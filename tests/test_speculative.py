@@ -7,7 +7,13 @@ import torch
 from torch.overrides import TorchFunctionMode
 from mdlm_kit.drafts.dflash import DFlashConfig, DFlashDraftModel, DFlashProposer, dflash_forward
 from mdlm_kit.drafts.eagle3 import Eagle3Config, Eagle3DraftModel, Eagle3Proposer, Eagle3TreeProposer, eagle3_forward
-from mdlm_kit.drafts.speculative import PromptLookupProposer, plain_decode, speculative_decode, summarize_runs
+from mdlm_kit.drafts.speculative import (
+    LookupBranchProposer,
+    PromptLookupProposer,
+    plain_decode,
+    speculative_decode,
+    summarize_runs,
+)
 from mdlm_kit.drafts.targets import SamplingParams, tiny_target
 
 BS = 6
@@ -146,6 +152,54 @@ def test_eos_and_length_cut_inside_an_accepted_block(setup, drafters, cut):
     assert max(r1.cycles) > 2  # the cut fell inside a multi-token accepted block
 
 
+class _CountTrees(LookupBranchProposer):
+    "Counts the cycles whose proposal the branch turned into a tree."
+
+    trees = 0
+
+    def propose(self, b, start, budget, sp, g=None):
+        p = super().propose(b, start, budget, sp, g)
+        self.trees += p.parents is not None
+        return p
+
+
+def test_lookup_branch_is_lossless_and_adds_what_the_drafter_misses(setup, drafters):
+    """Prompt lookup's branch grafted beside DFlash, the EAGLE-3 chain and the tree: on a prompt where the target's
+    answer recurs, greedy output equals plain decoding for untrained and overfit drafters, and beside an untrained
+    drafter (τ near 1 alone) the branch makes trees and is accepted."""
+    tgt, tables, prompt, answer = setup
+    torch.manual_seed(1)
+    df0 = DFlashDraftModel(DFlashConfig.from_target(tgt.config, mask_token_id=0, block_size=BS, num_feature_layers=2))
+    e30 = Eagle3DraftModel(Eagle3Config.from_target(tgt.config))
+    p = prompt + answer[:20] + prompt  # the answer's start will recur
+    ref = plain_decode(tgt, p, 30).tokens
+    for trained, (df, e3) in ((False, (df0, e30)), (True, drafters)):
+        makers = (
+            lambda: DFlashProposer(df, tables, 3),
+            lambda: Eagle3Proposer(e3, tables, 3),
+            lambda: Eagle3TreeProposer(e3, tables, 3, 2, 6),
+        )
+        for make in makers:
+            alone = speculative_decode(tgt, make(), p, 30)
+            proposer = _CountTrees(make(), k=4)
+            r = speculative_decode(tgt, proposer, p, 30)
+            assert alone.tokens == ref and r.tokens == ref, trained
+            if not trained:  # the drafter alone accepts almost nothing; beside it the branch passes whole continuations
+                assert summarize_runs([alone])["tau_pooled"] < 1.3 and max(r.cycles) == 5, r.cycles
+                assert proposer.trees > 0  # and it left the drafts somewhere
+
+
+def _dist(fn, n=400):
+    "The empirical distributions of the 2nd and 3rd tokens over n seeds of a decode `fn(seed)`."
+    runs = [fn(s).tokens for s in range(n)]
+    return [{t: sum(1 for r in runs if r[i] == t) / n for t in {r[i] for r in runs}} for i in (1, 2)]
+
+
+def _tv(a, b):
+    "Total-variation distance between two distributions given as {token: probability}."
+    return 0.5 * sum(abs(a.get(k, 0) - b.get(k, 0)) for k in set(a) | set(b))
+
+
 def test_sampling_matches_plain_sampling_in_distribution(setup, drafters):
     """Temperature 1, top-k 2: the marginal distributions of the 2nd and 3rd generated tokens from speculative decoding
     equal plain sampling's (both the accept and the residual-resample paths run: the drafters are overfit on the greedy
@@ -154,15 +208,7 @@ def test_sampling_matches_plain_sampling_in_distribution(setup, drafters):
     tgt, tables, prompt, _ = setup
     df, e3 = drafters
     sp = SamplingParams(temperature=1.0, top_k=2)
-    N = 400
-
-    def dist(fn):
-        runs = [fn(s).tokens for s in range(N)]
-        return [{t: sum(1 for r in runs if r[i] == t) / N for t in {r[i] for r in runs}} for i in (1, 2)]
-
-    def tv(a, b):
-        return 0.5 * sum(abs(a.get(k, 0) - b.get(k, 0)) for k in set(a) | set(b))
-
+    dist, tv = _dist, _tv
     plain = dist(lambda s: plain_decode(tgt, prompt, 3, sp, seed=10_000 + s))
     for fn in (
         lambda s: dflash_decode(tgt, df, tables, prompt, 3, sp, seed=s),
@@ -173,6 +219,39 @@ def test_sampling_matches_plain_sampling_in_distribution(setup, drafters):
         got = dist(fn)
         for i in range(2):
             assert tv(plain[i], got[i]) < 0.12, (i, plain[i], got[i])
+
+
+def test_lookup_branch_keeps_sampling_exact(setup, drafters):
+    """Temperature 1, top-k 2, on a prompt that repeats (so a branch is grafted): DFlash and the tree with the branch
+    sample the 2nd and 3rd tokens as plain sampling does (total variation below 0.12 over 400 runs, as above); a
+    sampled EAGLE-3 chain, whose drafts carry proposal rows, is verified alone: the same draws as without the branch."""
+    tgt, tables, prompt, _ = setup
+    df, e3 = drafters
+    sp = SamplingParams(temperature=1.0, top_k=2)
+    p = prompt + prompt
+    plain = _dist(lambda s: plain_decode(tgt, p, 3, sp, seed=10_000 + s))
+    trees = []
+
+    def branched(inner, s):
+        proposer = _CountTrees(inner, k=2, ngram=1)
+        r = speculative_decode(tgt, proposer, p, 3, sp, seed=s)
+        trees.append(proposer.trees)
+        return r
+
+    for fn in (
+        lambda s: branched(DFlashProposer(df, tables, 2), s),
+        lambda s: branched(Eagle3TreeProposer(e3, tables, 2, 2, 4), s),
+    ):
+        got = _dist(fn)
+        for i in range(2):
+            assert _tv(plain[i], got[i]) < 0.12, (i, plain[i], got[i])
+    assert sum(t > 0 for t in trees) > 400  # the branch was grafted in most runs of both
+    for s in range(20):
+        chain = speculative_decode(tgt, Eagle3Proposer(e3, tables, 2), p, 6, sp, seed=s)
+        with_branch = speculative_decode(
+            tgt, _CountTrees(Eagle3Proposer(e3, tables, 2), k=2, ngram=1), p, 6, sp, seed=s
+        )
+        assert (with_branch.tokens, with_branch.cycles) == (chain.tokens, chain.cycles)
 
 
 def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkeypatch):
@@ -193,7 +272,8 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
     df.save_pretrained(tmp_path / "df")
     e3.save_pretrained(tmp_path / "e3")
     (tmp_path / "p.jsonl").write_text('{"turns": ["What is a list?"]}\nplain line prompt\n')
-    for run, (d, flags) in enumerate((("df", []), ("e3", ["--one-row"]), ("df", ["--packed"]))):
+    runs = (("df", []), ("e3", ["--one-row", "--lookup-branch", "3"]), ("df", ["--packed"]))
+    for run, (d, flags) in enumerate(runs):
         rc = main(
             [
                 "speculate",
@@ -215,8 +295,11 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
         assert [bool(calls["one_row"]), bool(calls["packed"])] == [run > 0, run == 2], (run, flags)
         r = json.loads((tmp_path / f"{run}.json").read_text())
         assert r["lossless"] is True and r["n_prompts"] == 2 and "speedup" in r
+        assert r["lookup_branch"] == (3 if run == 1 else 0)
         committed = sum(int(k) * v for k, v in r["tokens_per_cycle_histogram"].items())
-        assert committed == r["tokens"] - r["n_prompts"]  # every token but each prompt's first came from a cycle
+        # every token but each prompt's first came from a cycle; τ also counts what a prompt's last cycle emitted past
+        # the cut (max_new_tokens or EOS): at most 3 drafts and the target's token, or the branch's 3 and the token
+        assert 0 <= committed - (r["tokens"] - r["n_prompts"]) <= 4 * r["n_prompts"]
         assert r["tau_pooled"] == pytest.approx(committed / r["cycles"])
     capsys.readouterr()
     assert main(["speculate", "--target", str(tmp_path / "t"), "--draft", str(tmp_path / "p.jsonl")]) == 2

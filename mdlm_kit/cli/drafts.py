@@ -226,6 +226,7 @@ def _check_speculate_flags(args):
             ("tree-nodes", args.tree_nodes, args.tree_nodes >= 0, "0 (a chain) or more"),
             ("tree-top-k", args.tree_top_k, args.tree_top_k >= 1, "at least 1"),
             ("min-confidence", args.min_confidence, 0 <= args.min_confidence <= 1, "in [0, 1]"),
+            ("lookup-branch", args.lookup_branch, args.lookup_branch >= 0, "0 (none) or more"),
         ]
         if not ok
     ]
@@ -244,7 +245,7 @@ def cmd_speculate(args):
     _check_speculate_flags(args)
     dev = resolve_device(args.device or "auto")
     draft = load_draft(args.draft, device=dev)
-    n = tokens_per_cycle(draft, args.num_draft_tokens, args.tree_nodes)
+    n = tokens_per_cycle(draft, args.num_draft_tokens, args.tree_nodes, args.lookup_branch)
     # the target and its drafter decode in one precision, exact for verification
     dtype = inference_precision(args.precision, dev, n, verifies=True).dtype
     tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=dtype)
@@ -264,6 +265,7 @@ def cmd_speculate(args):
         tree_nodes=args.tree_nodes,
         tree_top_k=args.tree_top_k,
         min_confidence=args.min_confidence,
+        lookup_branch=args.lookup_branch,
     )
     text = json.dumps(res, indent=1)
     if args.output:
@@ -397,6 +399,13 @@ def _add_speculate(sub):
         default=0.0,
         help="chain and DFlash: stop a cycle's drafts before one (after the first) that the drafter gives less than "
         "this probability (0: never)",
+    )
+    p.add_argument(
+        "--lookup-branch",
+        type=int,
+        default=0,
+        help="also verify prompt lookup's continuation of this many tokens beside the drafts, as a second branch of "
+        "one tree (0: none; greedy or point-mass drafts only)",
     )
     p.add_argument("--baseline", action="store_true", help="also time plain decoding at temperature > 0")
     p.add_argument("--output", help="write the JSON here too")

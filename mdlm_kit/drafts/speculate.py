@@ -12,7 +12,8 @@ import torch
 from .chat_data import embedded_prompts, heldout_prompts, normalize_conversation
 from .dflash import DFlashDraftModel, DFlashProposer, is_dflash_config
 from .eagle3 import Eagle3DraftModel, Eagle3Proposer, Eagle3TreeProposer
-from .speculative import SpeculativeError, plain_decode, speculative_decode, summarize_runs
+from .speculative import LookupBranchProposer, SpeculativeError, plain_decode
+from .speculative import speculative_decode, summarize_runs
 from .targets import SamplingParams, digests_match
 
 # %% auto #0
@@ -31,10 +32,11 @@ def default_draft_tokens(draft) -> int:
     return min(k, CPU_DRAFT_TOKENS) if on_cpu else k
 
 
-def tokens_per_cycle(draft, num_draft_tokens: int | None = None, tree_nodes: int = 0) -> int:
-    """Tokens the target verifies in one forward: the anchor and the drafts (or the tree's nodes); `inference_precision`
-    weighs it."""
-    return 1 + (tree_nodes or (default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens))
+def tokens_per_cycle(draft, num_draft_tokens: int | None = None, tree_nodes: int = 0, lookup_branch: int = 0) -> int:
+    """Tokens the target verifies in one forward at most: the anchor, the drafts (or the tree's nodes) and a prompt
+    lookup branch; `inference_precision` weighs it."""
+    k = tree_nodes or (default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens)
+    return 1 + k + lookup_branch
 
 
 def load_draft(path, device="cpu", dtype=torch.float32):
@@ -58,16 +60,20 @@ def make_proposer(
     tree_nodes: int = 0,
     tree_top_k: int = 4,
     min_confidence: float = 0.0,
+    lookup_branch: int = 0,
 ):
     """The one choice of decoder: DFlash, or EAGLE-3 as a chain, or as a tree of `tree_nodes` nodes (depth =
     `num_draft_tokens`, `tree_top_k` children per node). A chain or DFlash block is cut before a draft after the first
-    whose probability under the drafter is below `min_confidence` (0: never)."""
+    whose probability under the drafter is below `min_confidence` (0: never). `lookup_branch` > 0 grafts prompt
+    lookup's continuation of that many tokens beside the drafts (`LookupBranchProposer`)."""
     k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
     if isinstance(draft, DFlashDraftModel):
-        return DFlashProposer(draft, tables, k, min_confidence)
-    if tree_nodes:
-        return Eagle3TreeProposer(draft, tables, depth=k, top_k=tree_top_k, tree_nodes=tree_nodes)
-    return Eagle3Proposer(draft, tables, k, min_confidence)
+        p = DFlashProposer(draft, tables, k, min_confidence)
+    elif tree_nodes:
+        p = Eagle3TreeProposer(draft, tables, depth=k, top_k=tree_top_k, tree_nodes=tree_nodes)
+    else:
+        p = Eagle3Proposer(draft, tables, k, min_confidence)
+    return LookupBranchProposer(p, lookup_branch) if lookup_branch else p
 
 # %% ../../nbs/17_speculate.ipynb #e1527678
 def load_prompts(path: str, n: int | None = None, seed: int = 1) -> list[list[dict]]:
@@ -129,6 +135,7 @@ def speculate(
     tree_nodes: int = 0,
     tree_top_k: int = 4,
     min_confidence: float = 0.0,
+    lookup_branch: int = 0,
 ) -> dict:
     """Speculative decoding over chat prompts with the drafter's decoder (`make_proposer`); returns the metrics, with
     `lossless` at temperature 0. `num_draft_tokens`: how deep a cycle goes (default: `default_draft_tokens`)."""
@@ -144,7 +151,7 @@ def speculate(
     runs, base = [], []
     for i, msgs in enumerate(tqdm(prompts, disable=not progress, desc="speculate")):
         ids = chat_ids(tok, msgs)
-        proposer = make_proposer(draft, tables, num_draft_tokens, tree_nodes, tree_top_k, min_confidence)
+        proposer = make_proposer(draft, tables, num_draft_tokens, tree_nodes, tree_top_k, min_confidence, lookup_branch)
         r = speculative_decode(target, proposer, ids, max_new_tokens, sp, seed + i, eos)
         runs.append(r)
         if baseline or sp.greedy:
@@ -156,6 +163,7 @@ def speculate(
             "max_new_tokens": max_new_tokens,
             "temperature": sp.temperature,
             "drafter": "dflash" if isinstance(draft, DFlashDraftModel) else ("eagle3-tree" if tree_nodes else "eagle3"),
+            "lookup_branch": lookup_branch,
         }
     )
     return out

@@ -14,8 +14,8 @@ from ..core.device import KitError, synchronize
 
 # %% auto #0
 __all__ = ['SpeculativeError', 'accept_draft', 'verify', 'CachedTarget', 'DecodeResult', 'plain_decode', 'Proposal', 'Proposer',
-           'tree_mask', 'accept_tree', 'check_proposal', 'speculative_decode', 'PromptLookupProposer',
-           'decode_tokens_per_s', 'summarize_runs']
+           'tree_mask', 'accept_tree', 'check_proposal', 'speculative_decode', 'PromptLookupProposer', 'graft',
+           'LookupBranchProposer', 'decode_tokens_per_s', 'summarize_runs']
 
 # %% ../../nbs/10a_speculative.ipynb #7a2bba9b
 class SpeculativeError(KitError, ValueError):
@@ -378,6 +378,49 @@ class PromptLookupProposer(Proposer):
 
     def commit(self, new, features):
         self.seq += new
+
+# %% ../../nbs/10a_speculative.ipynb #26f44e26
+def graft(prop: Proposal, branch: list[int]) -> Proposal:
+    """`prop` with `branch` (tokens to follow b) added as a path from b: nodes the two share are reused, the rest
+    appended (a chain stays a chain if the branch only runs on past its end). Returns `prop` itself when the branch
+    adds nothing."""
+    tokens = prop.tokens.tolist()
+    parents = list(range(-1, len(tokens) - 1)) if prop.parents is None else list(prop.parents)
+    parent = -1
+    for t in branch:
+        hit = next((i for i, p in enumerate(parents) if p == parent and tokens[i] == t), None)
+        if hit is None:  # parents before children: the new node's parent is already in the list
+            tokens.append(t)
+            parents.append(parent)
+            hit = len(tokens) - 1
+        parent = hit
+    if len(tokens) == len(prop.tokens):
+        return prop
+    if parents == list(range(-1, len(tokens) - 1)):  # the branch only ran on past a chain's end: still a chain
+        return Proposal(torch.tensor(tokens, dtype=torch.long, device=prop.tokens.device))
+    return Proposal(torch.tensor(tokens, dtype=torch.long, device=prop.tokens.device), parents=parents)
+
+
+class LookupBranchProposer(Proposer):
+    """A drafter's proposal with prompt lookup's `k`-token continuation (`PromptLookupProposer(k, ngram)`) grafted
+    beside it; a proposal with sampled proposal rows (`q`) is left as it is."""
+
+    def __init__(self, main: Proposer, k: int = 4, ngram: int = 2):
+        self.main, self.lookup = main, PromptLookupProposer(k, ngram)
+        self.layer_ids = main.layer_ids
+
+    def begin(self, prompt_ids, features, first):
+        self.main.begin(prompt_ids, features, first)
+        self.lookup.begin(prompt_ids, features, first)
+
+    def propose(self, b, start, budget, sp, g=None):
+        prop = self.main.propose(b, start, budget, sp, g)
+        conts = self.lookup.continuations(min(self.lookup.k, budget))
+        return prop if prop.q is not None or not conts else graft(prop, conts[0])
+
+    def commit(self, new, features):
+        self.main.commit(new, features)
+        self.lookup.commit(new, features)
 
 # %% ../../nbs/10a_speculative.ipynb #7db3a152
 def decode_tokens_per_s(results: list[DecodeResult]) -> float:
