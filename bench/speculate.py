@@ -57,16 +57,19 @@ def _methods(args):
             print(f"skipping {name}: no drafter at {path} (train one with nbs/18_drafter_recipes.ipynb)")
             continue
         k = args.num_draft_tokens if name == "eagle3" else args.dflash_draft_tokens
-        out.append((name, path, 0, k, 0.0))
+        mine = [(name, path, 0, k, 0.0)]
         for c in _floats(args.min_confidence):  # the same drafter, its drafts cut where it doubts
-            out.append((f"{name}-conf{c:g}", path, 0, k, c))
+            mine.append((f"{name}-conf{c:g}", path, 0, k, c))
         if name == "eagle3":
             for n in _floats(args.chain_lengths):
-                out.append((f"eagle3-k{int(n)}", path, 0, int(n), 0.0))
+                mine.append((f"eagle3-k{int(n)}", path, 0, int(n), 0.0))
         if name == "eagle3" and args.tree_nodes:
-            out.append(("eagle3-tree", path, args.tree_nodes, args.tree_depth, 0.0))
+            mine.append(("eagle3-tree", path, args.tree_nodes, args.tree_depth, 0.0))
+        out += [m + (0,) for m in mine]
+        for n in _floats(args.lookup_branch):  # each setting again, with prompt lookup's branch beside its drafts
+            out += [(f"{m[0]}+pl{int(n)}",) + m[1:] + (int(n),) for m in mine]
     if args.prompt_lookup:  # the drafter with no weights: a baseline every trained drafter should beat
-        out.append(("prompt-lookup", "", 0, args.prompt_lookup, 0.0))
+        out.append(("prompt-lookup", "", 0, args.prompt_lookup, 0.0, 0))
     return out
 
 
@@ -106,9 +109,9 @@ def measure(args, dev, precision):
         if name == "generate":  # transformers' own loop, in the same rounds: the check on plain decoding
             tokens, dt = _hf_generate(tgt, ids[i], args.max_new_tokens, eos)
             return DecodeResult(tokens, total_time=dt)
-        _, path, tree, k, conf = next(m for m in methods if m[0] == name)
+        _, path, tree, k, conf, branch = next(m for m in methods if m[0] == name)
         proposer = (
-            make_proposer(drafts[path], tables, k, tree_nodes=tree, min_confidence=conf)
+            make_proposer(drafts[path], tables, k, tree_nodes=tree, min_confidence=conf, lookup_branch=branch)
             if path
             else PromptLookupProposer(k)
         )
@@ -162,7 +165,7 @@ def measure(args, dev, precision):
         f"prefill ({out['plain_prefill_s']} s in all)"
     )
     print(
-        f"{'method':16} {'tau':>5} {'speedup':>8} {'(decode)':>8} {'tok/s':>7} {'lossless':>9} {'draft/cyc':>10} "
+        f"{'method':20} {'tau':>5} {'speedup':>8} {'(decode)':>8} {'tok/s':>7} {'lossless':>9} {'draft/cyc':>10} "
         f"{'verify/cyc':>11}  "
         f"tau by kind; acceptance by position"
     )
@@ -187,7 +190,7 @@ def measure(args, dev, precision):
         m["lossless_prompts"] = f"{sum(x.tokens == p.tokens for x, p in zip(rounds[0][n], plain0))}/{len(ids)}"
         out[n] = m
         print(
-            f"{n:16} {m['tau_pooled']:5.2f} {m['speedup_median']:8.2f} {m['decode_speedup_median']:8.2f} "
+            f"{n:20} {m['tau_pooled']:5.2f} {m['speedup_median']:8.2f} {m['decode_speedup_median']:8.2f} "
             f"{m['tokens_per_s_median']:7.1f} "
             f"{m['lossless_prompts']:>9} {m['draft_steps_per_cycle']:10.2f} {m['verify_steps_per_cycle']:11.2f}  "
             f"{m['tau_by_kind']}; {m['acceptance_by_position'][:6]}"
@@ -242,6 +245,12 @@ def main():
         type=int,
         default=0,
         help="also run the weightless prompt-lookup drafter with this many drafts",
+    )
+    ap.add_argument(
+        "--lookup-branch",
+        default="",
+        help="comma list: also run each drafter setting with prompt lookup's continuation of this many tokens "
+        "grafted beside its drafts (NAME+plN)",
     )
     ap.add_argument(
         "--one-row",

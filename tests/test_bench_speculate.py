@@ -63,3 +63,40 @@ def test_cycle_costs_by_hand():
     assert speculate.cycle_costs(rounds, [0.1, 0.5], "m", "draft") == pytest.approx(
         [0.5, 0.3]
     )  # (with the shared 0.3 s: 1.67, 5.0)
+
+
+def test_lookup_branch_runs_each_setting_again(tmp_path):
+    "`--lookup-branch 2,4`: every drafter setting once alone and once per branch length, NAME+plN, with its length."
+    import argparse
+
+    for name in ("df", "e3"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+    args = argparse.Namespace(
+        dflash=str(tmp_path / "df"),
+        dpace="",
+        eagle3=str(tmp_path / "e3"),
+        num_draft_tokens=6,
+        dflash_draft_tokens=4,
+        min_confidence="0.3",
+        chain_lengths="",
+        tree_nodes=0,
+        tree_depth=None,
+        lookup_branch="2,4",
+        prompt_lookup=0,
+    )
+    got = {m[0]: (m[3], m[4], m[5]) for m in speculate._methods(args)}
+    assert got == {
+        "dflash": (4, 0.0, 0),
+        "dflash-conf0.3": (4, 0.3, 0),
+        "dflash+pl2": (4, 0.0, 2),
+        "dflash-conf0.3+pl2": (4, 0.3, 2),
+        "dflash+pl4": (4, 0.0, 4),
+        "dflash-conf0.3+pl4": (4, 0.3, 4),
+        "eagle3": (6, 0.0, 0),
+        "eagle3-conf0.3": (6, 0.3, 0),
+        "eagle3+pl2": (6, 0.0, 2),
+        "eagle3-conf0.3+pl2": (6, 0.3, 2),
+        "eagle3+pl4": (6, 0.0, 4),
+        "eagle3-conf0.3+pl4": (6, 0.3, 4),
+    }
