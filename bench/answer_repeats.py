@@ -16,13 +16,12 @@ from mdlm_kit.drafts.targets import TargetModel
 
 def bigram_seen(prompt: list[int], answer: list[int]) -> list[bool]:
     "For each answer token: did the pair (token before it, it) occur earlier, in the prompt or the answer so far?"
-    ctx, seen, out = list(prompt), set(zip(prompt, prompt[1:])), []
+    prev, seen, out = (prompt[-1] if prompt else None), set(zip(prompt, prompt[1:])), []
     for t in answer:
-        pair = (ctx[-1], t) if ctx else None
-        out.append(pair in seen)
-        if pair is not None:
-            seen.add(pair)
-        ctx.append(t)
+        out.append((prev, t) in seen)
+        if prev is not None:
+            seen.add((prev, t))
+        prev = t
     return out
 
 

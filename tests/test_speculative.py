@@ -208,17 +208,16 @@ def test_sampling_matches_plain_sampling_in_distribution(setup, drafters):
     tgt, tables, prompt, _ = setup
     df, e3 = drafters
     sp = SamplingParams(temperature=1.0, top_k=2)
-    dist, tv = _dist, _tv
-    plain = dist(lambda s: plain_decode(tgt, prompt, 3, sp, seed=10_000 + s))
+    plain = _dist(lambda s: plain_decode(tgt, prompt, 3, sp, seed=10_000 + s))
     for fn in (
         lambda s: dflash_decode(tgt, df, tables, prompt, 3, sp, seed=s),
         lambda s: eagle3_decode(tgt, e3, tables, prompt, 3, 2, sp, seed=s),
         lambda s: eagle3_tree_decode(tgt, e3, tables, prompt, 3, 2, 2, 4, sp, seed=s),
         lambda s: speculative_decode(tgt, PromptLookupProposer(2, ngram=1, branches=2), prompt, 3, sp, seed=s),
     ):
-        got = dist(fn)
+        got = _dist(fn)
         for i in range(2):
-            assert tv(plain[i], got[i]) < 0.12, (i, plain[i], got[i])
+            assert _tv(plain[i], got[i]) < 0.12, (i, plain[i], got[i])
 
 
 def test_lookup_branch_keeps_sampling_exact(setup, drafters):

@@ -415,8 +415,10 @@ class LookupBranchProposer(Proposer):
 
     def propose(self, b, start, budget, sp, g=None):
         prop = self.main.propose(b, start, budget, sp, g)
+        if prop.q is not None:  # a sampled chain: verified alone, so no lookup to make
+            return prop
         conts = self.lookup.continuations(min(self.lookup.k, budget))
-        return prop if prop.q is not None or not conts else graft(prop, conts[0])
+        return graft(prop, conts[0]) if conts else prop
 
     def commit(self, new, features):
         self.main.commit(new, features)
