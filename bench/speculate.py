@@ -63,14 +63,21 @@ def _methods(args):
         if name == "eagle3":
             for n in _floats(args.chain_lengths):
                 mine.append((f"eagle3-k{int(n)}", path, 0, int(n), 0.0))
+        mine = [m + (0.0,) for m in mine]  # (name, path, tree nodes, drafts, cut, runner-up)
+        if name == "eagle3":  # each chain setting again, with the drafter's runner-ups beside its drafts
+            mine += [(f"{m[0]}+ru{r:g}",) + m[1:5] + (r,) for r in _floats(args.runner_up) for m in list(mine)]
         if name == "eagle3" and args.tree_nodes:
-            mine.append(("eagle3-tree", path, args.tree_nodes, args.tree_depth, 0.0))
+            mine.append(("eagle3-tree", path, args.tree_nodes, args.tree_depth, 0.0, 0.0))
         out += [m + (0,) for m in mine]
         for n in _floats(args.lookup_branch):  # each setting again, with prompt lookup's branch beside its drafts
             out += [(f"{m[0]}+pl{int(n)}",) + m[1:] + (int(n),) for m in mine]
     if args.prompt_lookup:  # the drafter with no weights: a baseline every trained drafter should beat
-        out.append(("prompt-lookup", "", 0, args.prompt_lookup, 0.0, 0))
-    return out
+        out.append(("prompt-lookup", "", 0, args.prompt_lookup, 0.0, 0.0, 0))
+    only = [x.strip() for x in args.only.split(",") if x.strip()]
+    unknown = sorted(set(only) - {m[0] for m in out})
+    if unknown:
+        raise SystemExit(f"--only names no method called {', '.join(unknown)}; the flags make {[m[0] for m in out]}")
+    return [m for m in out if m[0] in only] if only else out
 
 
 def cycle_costs(rounds: list[dict], steps: list[float], name: str, phase: str) -> list[float]:
@@ -109,9 +116,11 @@ def measure(args, dev, precision):
         if name == "generate":  # transformers' own loop, in the same rounds: the check on plain decoding
             tokens, dt = _hf_generate(tgt, ids[i], args.max_new_tokens, eos)
             return DecodeResult(tokens, total_time=dt)
-        _, path, tree, k, conf, branch = next(m for m in methods if m[0] == name)
+        _, path, tree, k, conf, ru, branch = next(m for m in methods if m[0] == name)
         proposer = (
-            make_proposer(drafts[path], tables, k, tree_nodes=tree, min_confidence=conf, lookup_branch=branch)
+            make_proposer(
+                drafts[path], tables, k, tree_nodes=tree, min_confidence=conf, lookup_branch=branch, runner_up=ru
+            )
             if path
             else PromptLookupProposer(k)
         )
@@ -251,6 +260,15 @@ def main():
         default="",
         help="comma list: also run each drafter setting with prompt lookup's continuation of this many tokens "
         "grafted beside its drafts (NAME+plN)",
+    )
+    ap.add_argument(
+        "--runner-up",
+        default="",
+        help="comma list: also run each EAGLE-3 chain setting with the drafter's runner-ups of at least this "
+        "probability beside its drafts (NAME+ruP)",
+    )
+    ap.add_argument(
+        "--only", default="", help="comma list: of the methods the other flags make, run only these (default: all)"
     )
     ap.add_argument(
         "--one-row",

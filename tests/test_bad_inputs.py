@@ -371,6 +371,16 @@ CASES = [
         "--lookup-branch must be 0 (none) or more, not -1",
     ),
     (
+        "speculate-runner-up-one",
+        lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--runner-up", "1"],
+        "--runner-up must be in [0, 1), not 1.0",
+    ),
+    (
+        "speculate-runner-up-dflash",
+        lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--runner-up", "0.1"],
+        "--runner-up is for an EAGLE-3 chain",
+    ),
+    (
         "speculate-top-p",
         lambda w, b: [
             "speculate",

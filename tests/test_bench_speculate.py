@@ -65,27 +65,22 @@ def test_cycle_costs_by_hand():
     )  # (with the shared 0.3 s: 1.67, 5.0)
 
 
-def test_lookup_branch_runs_each_setting_again(tmp_path):
-    "`--lookup-branch 2,4`: every drafter setting once alone and once per branch length, NAME+plN, with its length."
+def _method_args(tmp_path, **kw):
+    "The bench's arguments for a DFlash and an EAGLE-3 drafter (empty configs: `_methods` only lists them)."
     import argparse
 
     for name in ("df", "e3"):
-        (tmp_path / name).mkdir()
+        (tmp_path / name).mkdir(exist_ok=True)
         (tmp_path / name / "config.json").write_text("{}")
-    args = argparse.Namespace(
-        dflash=str(tmp_path / "df"),
-        dpace="",
-        eagle3=str(tmp_path / "e3"),
-        num_draft_tokens=6,
-        dflash_draft_tokens=4,
-        min_confidence="0.3",
-        chain_lengths="",
-        tree_nodes=0,
-        tree_depth=None,
-        lookup_branch="2,4",
-        prompt_lookup=0,
-    )
-    got = {m[0]: (m[3], m[4], m[5]) for m in speculate._methods(args)}
+    base = dict(dflash=str(tmp_path / "df"), dpace="", eagle3=str(tmp_path / "e3"), num_draft_tokens=6)
+    base.update(dflash_draft_tokens=4, min_confidence="0.3", chain_lengths="", tree_nodes=0, tree_depth=None)
+    base.update(lookup_branch="", runner_up="", prompt_lookup=0, only="")
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_lookup_branch_runs_each_setting_again(tmp_path):
+    "`--lookup-branch 2,4`: every drafter setting once alone and once per branch length, NAME+plN, with its length."
+    got = {m[0]: (m[3], m[4], m[6]) for m in speculate._methods(_method_args(tmp_path, lookup_branch="2,4"))}
     assert got == {
         "dflash": (4, 0.0, 0),
         "dflash-conf0.3": (4, 0.3, 0),
@@ -100,3 +95,33 @@ def test_lookup_branch_runs_each_setting_again(tmp_path):
         "eagle3+pl4": (6, 0.0, 4),
         "eagle3-conf0.3+pl4": (6, 0.3, 4),
     }
+
+
+def test_runner_up_runs_each_eagle3_chain_setting_again(tmp_path):
+    "`--runner-up 0.1`: each EAGLE-3 chain setting again as NAME+ruP (DFlash and the tree never), with the branch too."
+    args = _method_args(tmp_path, runner_up="0.1", lookup_branch="4", tree_nodes=8)
+    got = {m[0]: (m[2], m[4], m[5], m[6]) for m in speculate._methods(args)}
+    assert got == {
+        "dflash": (0, 0.0, 0.0, 0),
+        "dflash-conf0.3": (0, 0.3, 0.0, 0),
+        "dflash+pl4": (0, 0.0, 0.0, 4),
+        "dflash-conf0.3+pl4": (0, 0.3, 0.0, 4),
+        "eagle3": (0, 0.0, 0.0, 0),
+        "eagle3-conf0.3": (0, 0.3, 0.0, 0),
+        "eagle3+ru0.1": (0, 0.0, 0.1, 0),
+        "eagle3-conf0.3+ru0.1": (0, 0.3, 0.1, 0),
+        "eagle3-tree": (8, 0.0, 0.0, 0),
+        "eagle3+pl4": (0, 0.0, 0.0, 4),
+        "eagle3-conf0.3+pl4": (0, 0.3, 0.0, 4),
+        "eagle3+ru0.1+pl4": (0, 0.0, 0.1, 4),
+        "eagle3-conf0.3+ru0.1+pl4": (0, 0.3, 0.1, 4),
+        "eagle3-tree+pl4": (8, 0.0, 0.0, 4),
+    }
+
+
+def test_only_keeps_the_named_methods(tmp_path):
+    "`--only`: the named methods of those the flags make, in their order; a name the flags do not make is refused."
+    args = _method_args(tmp_path, lookup_branch="4", only="eagle3-conf0.3+pl4,dflash")
+    assert [m[0] for m in speculate._methods(args)] == ["dflash", "eagle3-conf0.3+pl4"]
+    with pytest.raises(SystemExit, match="no method called eagle3\\+pl9"):
+        speculate._methods(_method_args(tmp_path, lookup_branch="4", only="eagle3+pl9"))

@@ -35,8 +35,11 @@ def test_speculative_decoders_name_their_devices(target):
     with DeviceAudit() as audit:
         for sp in (SamplingParams(), SamplingParams(temperature=1.0, top_k=5, top_p=0.9)):
             plain_decode(target, p, 6, sp)
-            for d, tree, branch in ((df, 0, 0), (e3, 0, 0), (e3, 4, 0), (df, 0, 3), (e3, 0, 3), (e3, 4, 3)):
-                proposer = make_proposer(d, tables, 3, tree_nodes=tree, tree_top_k=2, lookup_branch=branch)
+            settings = ((df, 0, 0, 0), (e3, 0, 0, 0), (e3, 4, 0, 0), (df, 0, 3, 0), (e3, 0, 3, 0), (e3, 4, 3, 0))
+            for d, tree, branch, ru in settings + ((e3, 0, 0, 1e-9), (e3, 0, 3, 1e-9)):
+                proposer = make_proposer(
+                    d, tables, 3, tree_nodes=tree, tree_top_k=2, lookup_branch=branch, runner_up=ru
+                )
                 r = speculative_decode(target, proposer, p + p if branch else p, 6, sp)  # a repeat: a branch to graft
                 assert len(r.tokens) == 6
             for branches in (1, 3):

@@ -189,6 +189,56 @@ def test_lookup_branch_is_lossless_and_adds_what_the_drafter_misses(setup, draft
                 assert proposer.trees > 0  # and it left the drafts somewhere
 
 
+def _wrong_first(draft, token: int):
+    "A copy of `draft` that always ranks target token `token` first: its own first choice becomes its runner-up."
+    import copy
+
+    d = copy.deepcopy(draft)
+    i = int((d.draft_ids() == token).nonzero()[0, 0])
+    logits = d.logits
+
+    def ranked(a):
+        lg = logits(a).clone()
+        lg[..., i] = lg.amax(-1) + 1.0  # first, and the old first one 1 nat behind
+        return lg
+
+    d.logits = ranked
+    return d
+
+
+def test_runner_ups_are_lossless_and_accepted_where_the_first_choice_is_wrong(setup, drafters):
+    """The EAGLE-3 chain with runner-up leaves: greedy output equals plain decoding, untrained and overfit; a drafter
+    whose first choice is always wrong (a token the answer never uses) and whose runner-up is the overfit drafter's
+    choice accepts nothing alone, and with the runner-ups about two tokens a cycle (the leaf, then the target's)."""
+    tgt, tables, prompt, answer = setup
+    _, e3 = drafters
+    torch.manual_seed(1)
+    e30 = Eagle3DraftModel(Eagle3Config.from_target(tgt.config))
+    ref = plain_decode(tgt, prompt, 30).tokens
+    for d in (e30, e3):
+        for ru in (1e-9, 0.05):
+            assert speculative_decode(tgt, Eagle3Proposer(d, tables, 3, runner_up=ru), prompt, 30).tokens == ref
+    unused = next(int(t) for t in e3.draft_ids() if int(t) not in answer + prompt)
+    wrong = _wrong_first(e3, unused)
+    alone = speculative_decode(tgt, Eagle3Proposer(wrong, tables, 3), prompt, 30)
+    # (the tiny drafter spreads its probability thin: its runner-up gets about 0.01, so a low bar)
+    leaves = speculative_decode(tgt, Eagle3Proposer(wrong, tables, 3, runner_up=1e-3), prompt, 30)
+    assert alone.tokens == ref and leaves.tokens == ref
+    assert set(alone.cycles) == {1}, alone.cycles  # every first draft rejected
+    assert max(leaves.cycles) == 2 and summarize_runs([leaves])["tau_pooled"] > 1.7, leaves.cycles
+
+
+def test_runner_ups_leave_a_sampled_chain_alone(setup, drafters):
+    "At temperature > 0 the chain's drafts carry proposal rows: runner-ups are not added, the draws are unchanged."
+    tgt, tables, prompt, _ = setup
+    _, e3 = drafters
+    sp = SamplingParams(temperature=1.0, top_k=2)
+    for s in range(10):
+        chain = speculative_decode(tgt, Eagle3Proposer(e3, tables, 2), prompt, 8, sp, seed=s)
+        ru = speculative_decode(tgt, Eagle3Proposer(e3, tables, 2, runner_up=1e-9), prompt, 8, sp, seed=s)
+        assert (ru.tokens, ru.cycles) == (chain.tokens, chain.cycles)
+
+
 def _dist(fn, n=400):
     "The empirical distributions of the 2nd and 3rd tokens over n seeds of a decode `fn(seed)`."
     runs = [fn(s).tokens for s in range(n)]
@@ -271,7 +321,7 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
     df.save_pretrained(tmp_path / "df")
     e3.save_pretrained(tmp_path / "e3")
     (tmp_path / "p.jsonl").write_text('{"turns": ["What is a list?"]}\nplain line prompt\n')
-    runs = (("df", []), ("e3", ["--one-row", "--lookup-branch", "3"]), ("df", ["--packed"]))
+    runs = (("df", []), ("e3", ["--one-row", "--lookup-branch", "3", "--runner-up", "0.05"]), ("df", ["--packed"]))
     for run, (d, flags) in enumerate(runs):
         rc = main(
             [
@@ -294,7 +344,7 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
         assert [bool(calls["one_row"]), bool(calls["packed"])] == [run > 0, run == 2], (run, flags)
         r = json.loads((tmp_path / f"{run}.json").read_text())
         assert r["lossless"] is True and r["n_prompts"] == 2 and "speedup" in r
-        assert r["lookup_branch"] == (3 if run == 1 else 0)
+        assert (r["lookup_branch"], r["runner_up"]) == ((3, 0.05) if run == 1 else (0, 0.0))
         committed = sum(int(k) * v for k, v in r["tokens_per_cycle_histogram"].items())
         # every token but each prompt's first came from a cycle; τ also counts what a prompt's last cycle emitted past
         # the cut (max_new_tokens or EOS): at most 3 drafts and the target's token, or the branch's 3 and the token
@@ -397,8 +447,8 @@ def test_eagle3_cache_drafts_what_the_full_recompute_drafts(setup, drafters):
         grown.extend(ids[:, n + 1 : end + 1], aux[:, n:end])  # pairs (features of t, token t+1)
         n = end
         whole = Eagle3ContextCache(e3, tables).extend(ids[:, 1 : end + 1], aux[:, :end])
-        chain, _ = eagle3_propose(e3, grown, 4, SamplingParams())
-        assert torch.equal(chain, eagle3_propose(e3, whole, 4, SamplingParams())[0]), end
+        chain = eagle3_propose(e3, grown, 4, SamplingParams()).tokens
+        assert torch.equal(chain, eagle3_propose(e3, whole, 4, SamplingParams()).tokens), end
         want = answer[end - len(prompt) + 1 : end - len(prompt) + 5]
         hits += sum(a == b for a, b in zip(chain.tolist(), want))  # overfit: it drafts the answer
         assert eagle3_tree_propose(e3, grown, 3, 2, 6) == eagle3_tree_propose(e3, whole, 3, 2, 6)

@@ -227,6 +227,7 @@ def _check_speculate_flags(args):
             ("tree-top-k", args.tree_top_k, args.tree_top_k >= 1, "at least 1"),
             ("min-confidence", args.min_confidence, 0 <= args.min_confidence <= 1, "in [0, 1]"),
             ("lookup-branch", args.lookup_branch, args.lookup_branch >= 0, "0 (none) or more"),
+            ("runner-up", args.runner_up, 0 <= args.runner_up < 1, "in [0, 1)"),
         ]
         if not ok
     ]
@@ -237,6 +238,7 @@ def _check_speculate_flags(args):
 def cmd_speculate(args):
     from mdlm_kit.core.device import cast_weights
     from mdlm_kit.core.layers import few_rows_linears
+    from mdlm_kit.drafts.eagle3 import Eagle3DraftModel
     from mdlm_kit.drafts.speculate import load_draft, load_prompts, speculate, tokens_per_cycle
     from mdlm_kit.drafts.targets import SamplingParams
     from mdlm_kit.drafts.targets import TargetModel
@@ -245,7 +247,12 @@ def cmd_speculate(args):
     _check_speculate_flags(args)
     dev = resolve_device(args.device or "auto")
     draft = load_draft(args.draft, device=dev)
-    n = tokens_per_cycle(draft, args.num_draft_tokens, args.tree_nodes, args.lookup_branch)
+    if args.runner_up > 0 and (args.tree_nodes or not isinstance(draft, Eagle3DraftModel)):
+        raise ConfigError(
+            "--runner-up is for an EAGLE-3 chain (DFlash drafts one block, a tree verifies several children already); "
+            "drop --runner-up, or pass an EAGLE-3 drafter without --tree-nodes."
+        )
+    n = tokens_per_cycle(draft, args.num_draft_tokens, args.tree_nodes, args.lookup_branch, args.runner_up)
     # the target and its drafter decode in one precision, exact for verification
     dtype = inference_precision(args.precision, dev, n, verifies=True).dtype
     tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=dtype)
@@ -266,6 +273,7 @@ def cmd_speculate(args):
         tree_top_k=args.tree_top_k,
         min_confidence=args.min_confidence,
         lookup_branch=args.lookup_branch,
+        runner_up=args.runner_up,
     )
     text = json.dumps(res, indent=1)
     if args.output:
@@ -406,6 +414,13 @@ def _add_speculate(sub):
         default=0,
         help="also verify prompt lookup's continuation of this many tokens beside the drafts, as a second branch of "
         "one tree (0: none; greedy or point-mass drafts only)",
+    )
+    p.add_argument(
+        "--runner-up",
+        type=float,
+        default=0.0,
+        help="EAGLE-3 chain, greedy: also verify each draft's runner-up, as a leaf beside it, when the drafter gives "
+        "it at least this probability (0: none)",
     )
     p.add_argument("--baseline", action="store_true", help="also time plain decoding at temperature > 0")
     p.add_argument("--output", help="write the JSON here too")

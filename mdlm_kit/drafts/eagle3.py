@@ -14,7 +14,7 @@ from ..core.checkpoint import CheckpointError, load_model_dir, save_model_dir
 from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.device import KitError, cast_weights
 from .targets import SamplingParams, draw, rotary_embedding, target_probs, target_shape
-from .speculative import Proposal, Proposer
+from .speculative import Proposal, Proposer, add_runner_ups
 
 # %% auto #0
 __all__ = ['MODEL_TYPE', 'ARCHITECTURE', 'Eagle3Error', 'default_aux_layer_ids', 'build_vocab_mapping', 'ttt_attention_mask',
@@ -415,19 +415,27 @@ class Eagle3ContextCache:
 # %% ../../nbs/13_eagle3.ipynb #04428a08
 @torch.no_grad()
 def eagle3_propose(
-    draft: Eagle3DraftModel, cache: Eagle3ContextCache, k: int, sp: SamplingParams, g=None, min_confidence: float = 0.0
-):
-    """Up to k draft target ids (k,) after the cached sequence, and their proposals over the target vocabulary (k, V)
-    (None when greedy). The chain stops early, before any draft after the first whose probability under the drafter is
-    below `min_confidence` (0: always k)."""
+    draft: Eagle3DraftModel,
+    cache: Eagle3ContextCache,
+    k: int,
+    sp: SamplingParams,
+    g=None,
+    min_confidence: float = 0.0,
+    runner_up: float = 0.0,
+) -> Proposal:
+    """A chain of up to k drafts (target ids) after the cached sequence, with their proposals over the target vocabulary
+    `q` (k, V) when sampled. The chain stops early, before any draft after the first whose probability under the
+    drafter is below `min_confidence` (0: always k). Greedy, a draft's runner-up is added beside it as a leaf
+    (`add_runner_ups`) when the drafter gives its path (the drafts before it, then it) at least `runner_up` (0:
+    none)."""
     ids_d, V = draft.draft_ids(), draft.config.vocab_size
     a, past, n = cache.last, cache.kv, cache.length  # a: the layer output at the last committed position
-    out, qs = [], []
+    out, qs, alts, path = [], [], [], 1.0  # path: the drafter's probability of the chain so far
     for j in range(k):
         lg = draft.logits(a)[0, 0].float()
         if sp.greedy:
             i = int(lg.argmax())
-            pd = lg.softmax(-1) if min_confidence > 0 else None  # only to read the draft's confidence
+            pd = lg.softmax(-1) if min_confidence > 0 or runner_up > 0 else None  # the drafter's confidence
         else:
             pd = target_probs(lg, sp)
             i = draw(pd, g)
@@ -436,12 +444,18 @@ def eagle3_propose(
         if not sp.greedy:
             qs.append(torch.zeros(V, device=pd.device).index_copy_(0, ids_d, pd))
         out.append(int(ids_d[i]))
+        if sp.greedy and runner_up > 0:
+            top = pd.topk(2)  # the draft and its runner-up
+            if path * float(top.values[1]) >= runner_up:  # a leaf deep in a doubtful chain is rarely reached
+                alts.append((j, int(ids_d[top.indices[1]])))
+            path *= float(top.values[0])
         if j == k - 1:
             break
         c, s = draft.rotary(a, torch.tensor([[n + j]], device=a.device))
         emb = cache.tables.embed(torch.tensor([[out[-1]]], device=a.device))
         a, past = draft.midlayer(emb, a, c, s, past)  # step j+1 sees the cache and the chain so far
-    return torch.tensor(out, device=a.device), (torch.stack(qs) if qs else None)
+    chain = Proposal(torch.tensor(out, dtype=torch.long, device=a.device), q=torch.stack(qs) if qs else None)
+    return add_runner_ups(chain, alts)
 
 # %% ../../nbs/13_eagle3.ipynb #6aa6b0c0
 @dataclass
@@ -493,11 +507,19 @@ def eagle3_tree_propose(
 # %% ../../nbs/13_eagle3.ipynb #91708a5c
 class Eagle3Proposer(Proposer):
     """EAGLE-3 at decoding time: a chain of up to `num_draft_tokens` drafts per cycle from the drafter's own KV cache,
-    cut before a draft the drafter gives less than `min_confidence` (0: never cut)."""
+    cut before a draft the drafter gives less than `min_confidence` (0: never cut), with the runner-ups it gives at
+    least `runner_up` beside the drafts (0: none)."""
 
-    def __init__(self, draft: Eagle3DraftModel, tables, num_draft_tokens: int = 5, min_confidence: float = 0.0):
+    def __init__(
+        self,
+        draft: Eagle3DraftModel,
+        tables,
+        num_draft_tokens: int = 5,
+        min_confidence: float = 0.0,
+        runner_up: float = 0.0,
+    ):
         self.draft, self.tables, self.k = draft.eval(), tables, num_draft_tokens
-        self.min_confidence = min_confidence
+        self.min_confidence, self.runner_up = min_confidence, runner_up
         self.layer_ids = tuple(draft.config.eagle_aux_hidden_state_layer_ids)
 
     def begin(self, prompt_ids, features, first):
@@ -505,8 +527,7 @@ class Eagle3Proposer(Proposer):
         self.cache = Eagle3ContextCache(self.draft, self.tables).extend(nxt, features)
 
     def propose(self, b, start, budget, sp, g=None):
-        ids, q = eagle3_propose(self.draft, self.cache, min(self.k, budget), sp, g, self.min_confidence)
-        return Proposal(ids, q=q)
+        return eagle3_propose(self.draft, self.cache, min(self.k, budget), sp, g, self.min_confidence, self.runner_up)
 
     def commit(self, new, features):
         self.cache.extend(torch.tensor([new], device=features.device), features)  # b and accepted drafts

@@ -32,11 +32,13 @@ def default_draft_tokens(draft) -> int:
     return min(k, CPU_DRAFT_TOKENS) if on_cpu else k
 
 
-def tokens_per_cycle(draft, num_draft_tokens: int | None = None, tree_nodes: int = 0, lookup_branch: int = 0) -> int:
-    """Tokens the target verifies in one forward at most: the anchor, the drafts (or the tree's nodes) and a prompt
-    lookup branch; `inference_precision` weighs it."""
+def tokens_per_cycle(
+    draft, num_draft_tokens: int | None = None, tree_nodes: int = 0, lookup_branch: int = 0, runner_up: float = 0.0
+) -> int:
+    """Tokens the target verifies in one forward at most: the anchor, the drafts (or the tree's nodes), a runner-up
+    beside each draft (`runner_up` > 0) and a prompt lookup branch; `inference_precision` weighs it."""
     k = tree_nodes or (default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens)
-    return 1 + k + lookup_branch
+    return 1 + k * (2 if runner_up > 0 else 1) + lookup_branch
 
 
 def load_draft(path, device="cpu", dtype=torch.float32):
@@ -61,18 +63,25 @@ def make_proposer(
     tree_top_k: int = 4,
     min_confidence: float = 0.0,
     lookup_branch: int = 0,
+    runner_up: float = 0.0,
 ):
     """The one choice of decoder: DFlash, or EAGLE-3 as a chain, or as a tree of `tree_nodes` nodes (depth =
     `num_draft_tokens`, `tree_top_k` children per node). A chain or DFlash block is cut before a draft after the first
-    whose probability under the drafter is below `min_confidence` (0: never). `lookup_branch` > 0 grafts prompt
+    whose probability under the drafter is below `min_confidence` (0: never). `runner_up` > 0 adds beside each EAGLE-3
+    chain draft its runner-up when the drafter gives it at least that probability. `lookup_branch` > 0 grafts prompt
     lookup's continuation of that many tokens beside the drafts (`LookupBranchProposer`)."""
     k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
+    if runner_up > 0 and (isinstance(draft, DFlashDraftModel) or tree_nodes):
+        raise SpeculativeError(
+            "runner_up is for the EAGLE-3 chain (a tree already verifies several children per node); "
+            "pass runner_up=0, or an EAGLE-3 drafter without tree_nodes."
+        )
     if isinstance(draft, DFlashDraftModel):
         p = DFlashProposer(draft, tables, k, min_confidence)
     elif tree_nodes:
         p = Eagle3TreeProposer(draft, tables, depth=k, top_k=tree_top_k, tree_nodes=tree_nodes)
     else:
-        p = Eagle3Proposer(draft, tables, k, min_confidence)
+        p = Eagle3Proposer(draft, tables, k, min_confidence, runner_up)
     return LookupBranchProposer(p, lookup_branch) if lookup_branch else p
 
 # %% ../../nbs/17_speculate.ipynb #e1527678
@@ -136,6 +145,7 @@ def speculate(
     tree_top_k: int = 4,
     min_confidence: float = 0.0,
     lookup_branch: int = 0,
+    runner_up: float = 0.0,
 ) -> dict:
     """Speculative decoding over chat prompts with the drafter's decoder (`make_proposer`); returns the metrics, with
     `lossless` at temperature 0. `num_draft_tokens`: how deep a cycle goes (default: `default_draft_tokens`)."""
@@ -151,7 +161,9 @@ def speculate(
     runs, base = [], []
     for i, msgs in enumerate(tqdm(prompts, disable=not progress, desc="speculate")):
         ids = chat_ids(tok, msgs)
-        proposer = make_proposer(draft, tables, num_draft_tokens, tree_nodes, tree_top_k, min_confidence, lookup_branch)
+        proposer = make_proposer(
+            draft, tables, num_draft_tokens, tree_nodes, tree_top_k, min_confidence, lookup_branch, runner_up
+        )
         r = speculative_decode(target, proposer, ids, max_new_tokens, sp, seed + i, eos)
         runs.append(r)
         if baseline or sp.greedy:
@@ -164,6 +176,7 @@ def speculate(
             "temperature": sp.temperature,
             "drafter": "dflash" if isinstance(draft, DFlashDraftModel) else ("eagle3-tree" if tree_nodes else "eagle3"),
             "lookup_branch": lookup_branch,
+            "runner_up": runner_up,
         }
     )
     return out

@@ -15,7 +15,7 @@ from ..core.device import KitError, synchronize
 # %% auto #0
 __all__ = ['SpeculativeError', 'accept_draft', 'verify', 'CachedTarget', 'DecodeResult', 'plain_decode', 'Proposal', 'Proposer',
            'tree_mask', 'accept_tree', 'check_proposal', 'speculative_decode', 'PromptLookupProposer', 'graft',
-           'LookupBranchProposer', 'decode_tokens_per_s', 'summarize_runs']
+           'LookupBranchProposer', 'add_runner_ups', 'decode_tokens_per_s', 'summarize_runs']
 
 # %% ../../nbs/10a_speculative.ipynb #7a2bba9b
 class SpeculativeError(KitError, ValueError):
@@ -76,9 +76,9 @@ class CachedTarget:
         self.cache = DynamicCache()
         import inspect  # newer transformers call the cache argument `cache`; older ones `past_key_values`
 
-        self._cache_kw = (
-            "cache" if "cache" in inspect.signature(type(target.model).forward).parameters else "past_key_values"
-        )
+        params = inspect.signature(type(target.model).forward).parameters
+        self._cache_kw = "cache" if "cache" in params else "past_key_values"
+        self._keep_kw = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in params), None)
 
     @property
     def length(self) -> int:
@@ -89,15 +89,18 @@ class CachedTarget:
         return self.t.device
 
     @torch.no_grad()
-    def extend(self, ids: torch.Tensor, position_ids=None, attention_mask=None):
-        """Run `ids` (1, n) after the cached prefix: logits (n, V) and features `(n, K*H)` (None without layer ids).
-        A 4D mask and positions verify a tree."""
+    def extend(self, ids: torch.Tensor, position_ids=None, attention_mask=None, last_only: bool = False):
+        """Run `ids` (1, n) after the cached prefix: logits (n, V) (`last_only`: (1, V), the last row's, where the
+        model can skip the others) and features `(n, K*H)` (None without layer ids). A 4D mask and positions verify a
+        tree."""
         dev = self.t.device
         extra = (
             {}
             if position_ids is None
             else {"position_ids": position_ids.to(dev), "attention_mask": attention_mask.to(dev)}
         )
+        if last_only and self._keep_kw:  # a prompt's LM head on one row, not ~60 (49k columns each for SmolLM2)
+            extra[self._keep_kw] = 1
         out = self.t.model(
             input_ids=ids.to(dev),
             use_cache=True,
@@ -106,7 +109,7 @@ class CachedTarget:
             **{self._cache_kw: self.cache},
         )
         hid = torch.cat([out.hidden_states[i + 1] for i in self.layer_ids], -1)[0] if self.layer_ids else None
-        return out.logits[0].float(), hid
+        return out.logits[0, -1:].float() if last_only else out.logits[0].float(), hid
 
     def crop(self, n: int):
         "Keep the first n positions."
@@ -119,7 +122,7 @@ def _prefill(target, layer_ids, prompt_ids, sp, g):
     """Run the prompt: the cached target, the prompt's features `(1, n, K*H)` (None without layer ids), the result with
     the first token, that token."""
     tgt = CachedTarget(target, layer_ids)
-    logits, feats = tgt.extend(torch.as_tensor(prompt_ids, device=tgt.device)[None])
+    logits, feats = tgt.extend(torch.as_tensor(prompt_ids, device=tgt.device)[None], last_only=True)
     b = _select(logits[-1], sp, g)
     return tgt, None if feats is None else feats[None].float(), DecodeResult(tokens=[b]), b
 
@@ -173,7 +176,7 @@ def plain_decode(
     g = torch.Generator().manual_seed(seed)
     t0 = _clock(target.device)
     tgt = CachedTarget(target)
-    logits, _ = tgt.extend(torch.as_tensor(prompt_ids, device=tgt.device)[None])
+    logits, _ = tgt.extend(torch.as_tensor(prompt_ids, device=tgt.device)[None], last_only=True)
     prefill = _clock(target.device) - t0
     out = []
     while len(out) < max_new_tokens:
@@ -272,10 +275,14 @@ def accept_tree(
 
 
 def _keep_rows(tgt, start: int, rows: list[int]):
-    "Cut the target's KV cache to the prefix and the verified rows kept (the root and the accepted path)."
-    keep = torch.tensor(list(range(start)) + [start + r for r in rows], device=tgt.device)
-    for layer in tgt.cache.layers:
-        layer.keys, layer.values = layer.keys[:, :, keep], layer.values[:, :, keep]
+    """Cut the target's KV cache to the prefix and the verified rows kept (the root and the accepted path, in order):
+    rows that are already in place are only cropped; the others are moved up over the rejected ones."""
+    if rows != list(range(len(rows))):  # a path off the first nodes: move its rows to follow b
+        src = torch.tensor([start + r for r in rows], device=tgt.device)
+        for layer in tgt.cache.layers:
+            layer.keys[:, :, start : start + len(rows)] = layer.keys[:, :, src]
+            layer.values[:, :, start : start + len(rows)] = layer.values[:, :, src]
+    tgt.crop(start + len(rows))
 
 
 def check_proposal(tgt: CachedTarget, b: int, start: int, prop: Proposal, sp: SamplingParams, g=None):
@@ -423,6 +430,15 @@ class LookupBranchProposer(Proposer):
     def commit(self, new, features):
         self.main.commit(new, features)
         self.lookup.commit(new, features)
+
+# %% ../../nbs/10a_speculative.ipynb #ec1b9213
+def add_runner_ups(prop: Proposal, runner_ups: list[tuple[int, int]]) -> Proposal:
+    """A chain `prop` with each `(j, token)` of `runner_ups` added as a leaf beside its draft j (0: the first), a second
+    child of draft j-1 (of b for j = 0): one more verified row each."""
+    chain = prop.tokens.tolist()
+    for j, t in runner_ups:  # graft keeps the chain's nodes first, so chain[:j] still walks down the chain
+        prop = graft(prop, chain[:j] + [t])
+    return prop
 
 # %% ../../nbs/10a_speculative.ipynb #7db3a152
 def decode_tokens_per_s(results: list[DecodeResult]) -> float:
