@@ -19,7 +19,7 @@ import argparse, json, statistics, sys, time
 from pathlib import Path
 import torch
 from mdlm_kit.drafts.chat_data import heldout_prompts
-from mdlm_kit.core.device import cpu_supports_bf16, inference_precision, resolve_device
+from mdlm_kit.core.device import cpu_supports_bf16, draft_dtype, inference_precision, resolve_device
 from mdlm_kit.core.layers import few_rows_linears
 from mdlm_kit.drafts.speculate import chat_ids, load_draft, load_prompts, make_proposer
 from mdlm_kit.drafts.speculative import (
@@ -71,8 +71,11 @@ def _methods(args):
         out += [m + (0,) for m in mine]
         for n in _floats(args.lookup_branch):  # each setting again, with prompt lookup's branch beside its drafts
             out += [(f"{m[0]}+pl{int(n)}",) + m[1:] + (int(n),) for m in mine]
+    precisions = [x.strip() for x in args.draft_precision.split(",") if x.strip()] or ["same"]
+    # (name, path, tree nodes, drafts, cut, runner-up, branch, draft precision): each drafter once per precision
+    out = [(m[0] if p == "same" else f"{m[0]}@{p}",) + m[1:] + (p,) for p in precisions for m in out]
     if args.prompt_lookup:  # the drafter with no weights: a baseline every trained drafter should beat
-        out.append(("prompt-lookup", "", 0, args.prompt_lookup, 0.0, 0.0, 0))
+        out.append(("prompt-lookup", "", 0, args.prompt_lookup, 0.0, 0.0, 0, "same"))
     only = [x.strip() for x in args.only.split(",") if x.strip()]
     unknown = sorted(set(only) - {m[0] for m in out})
     if unknown:
@@ -106,7 +109,7 @@ def measure(args, dev, precision):
     )
     ids = [chat_ids(tok, m) for m in prompts]
     methods = _methods(args)
-    drafts = {m[1]: load_draft(m[1], dev, prec.dtype) for m in methods if m[1]}
+    drafts = {(m[1], m[7]): load_draft(m[1], dev, draft_dtype(m[7], prec.dtype)) for m in methods if m[1]}
     if args.one_row or args.packed:  # the same products for plain decoding and every drafter alike (02a_layers)
         few_rows_linears(tgt.model, *drafts.values(), one_row=True, packed=args.packed)
 
@@ -116,10 +119,10 @@ def measure(args, dev, precision):
         if name == "generate":  # transformers' own loop, in the same rounds: the check on plain decoding
             tokens, dt = _hf_generate(tgt, ids[i], args.max_new_tokens, eos)
             return DecodeResult(tokens, total_time=dt)
-        _, path, tree, k, conf, ru, branch = next(m for m in methods if m[0] == name)
+        _, path, tree, k, conf, ru, branch, dp = next(m for m in methods if m[0] == name)
         proposer = (
             make_proposer(
-                drafts[path], tables, k, tree_nodes=tree, min_confidence=conf, lookup_branch=branch, runner_up=ru
+                drafts[path, dp], tables, k, tree_nodes=tree, min_confidence=conf, lookup_branch=branch, runner_up=ru
             )
             if path
             else PromptLookupProposer(k)
@@ -266,6 +269,11 @@ def main():
         default="",
         help="comma list: also run each EAGLE-3 chain setting with the drafter's runner-ups of at least this "
         "probability beside its drafts (NAME+ruP)",
+    )
+    ap.add_argument(
+        "--draft-precision",
+        default="same",
+        help="comma list: each drafter method once per drafter precision (same as the target, fp32, bf16; NAME@P)",
     )
     ap.add_argument(
         "--only", default="", help="comma list: of the methods the other flags make, run only these (default: all)"

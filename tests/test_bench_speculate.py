@@ -74,7 +74,7 @@ def _method_args(tmp_path, **kw):
         (tmp_path / name / "config.json").write_text("{}")
     base = dict(dflash=str(tmp_path / "df"), dpace="", eagle3=str(tmp_path / "e3"), num_draft_tokens=6)
     base.update(dflash_draft_tokens=4, min_confidence="0.3", chain_lengths="", tree_nodes=0, tree_depth=None)
-    base.update(lookup_branch="", runner_up="", prompt_lookup=0, only="")
+    base.update(lookup_branch="", runner_up="", prompt_lookup=0, only="", draft_precision="same")
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -125,3 +125,17 @@ def test_only_keeps_the_named_methods(tmp_path):
     assert [m[0] for m in speculate._methods(args)] == ["dflash", "eagle3-conf0.3+pl4"]
     with pytest.raises(SystemExit, match="no method called eagle3\\+pl9"):
         speculate._methods(_method_args(tmp_path, lookup_branch="4", only="eagle3+pl9"))
+
+
+def test_draft_precision_runs_each_drafter_method_again(tmp_path):
+    "`--draft-precision same,bf16`: each drafter method as it is and again as NAME@bf16; prompt lookup once."
+    args = _method_args(tmp_path, dflash="", min_confidence="", lookup_branch="4", prompt_lookup=3)
+    args.draft_precision = "same,bf16"
+    got = {m[0]: (m[6], m[7]) for m in speculate._methods(args)}
+    assert got == {
+        "eagle3": (0, "same"),
+        "eagle3+pl4": (4, "same"),
+        "eagle3@bf16": (0, "bf16"),
+        "eagle3+pl4@bf16": (4, "bf16"),
+        "prompt-lookup": (0, "same"),
+    }

@@ -100,8 +100,9 @@ def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
 
 
 class PackedLinear(OneRowLinear):
-    """A `OneRowLinear` that sends 3-128 fp32 CPU rows, without autograd, through oneDNN with a copy of its weight laid
-    out for a few rows: made on first use and again when the weight changes; never saved (`state_dict` is unchanged)."""
+    """A `OneRowLinear` that sends 3-128 fp32 CPU rows (bf16: 1-128), without autograd, through oneDNN with a copy of
+    its weight laid out for a few rows: made on first use and again when the weight changes; never saved (`state_dict`
+    is unchanged)."""
 
     def packed_weight(self) -> torch.Tensor:
         key = (self.weight.data_ptr(), self.weight._version)  # an in-place update or a new tensor repacks
@@ -118,8 +119,9 @@ class PackedLinear(OneRowLinear):
         rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
         w = self.weight
         grad = torch.is_grad_enabled() and (w.requires_grad or x.requires_grad)
-        fp32_cpu = x.device.type == "cpu" and x.dtype == w.dtype == torch.float32
-        if grad or not fp32_cpu or not PACKED_ROWS[0] <= rows <= PACKED_ROWS[1]:
+        cpu, dt = x.device.type == "cpu" and x.dtype == w.dtype, x.dtype
+        fewest = 1 if dt == torch.bfloat16 else PACKED_ROWS[0]  # bf16: one row too, faster than F.linear here
+        if grad or not cpu or dt not in (torch.float32, torch.bfloat16) or not fewest <= rows <= PACKED_ROWS[1]:
             return super().forward(x)
         y = packed_linear(x.reshape(rows, -1), self.packed_weight(), self.bias)
         return y.view(*x.shape[:-1], w.shape[0])

@@ -71,6 +71,7 @@ def make_proposer(
     chain draft its runner-up when the drafter gives it at least that probability. `lookup_branch` > 0 grafts prompt
     lookup's continuation of that many tokens beside the drafts (`LookupBranchProposer`)."""
     k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
+    tables = tables.as_dtype(next(draft.parameters()).dtype)  # a drafter may draft in another precision
     if runner_up > 0 and (isinstance(draft, DFlashDraftModel) or tree_nodes):
         raise SpeculativeError(
             "runner_up is for the EAGLE-3 chain (a tree already verifies several children per node); "
@@ -177,6 +178,7 @@ def speculate(
             "drafter": "dflash" if isinstance(draft, DFlashDraftModel) else ("eagle3-tree" if tree_nodes else "eagle3"),
             "lookup_branch": lookup_branch,
             "runner_up": runner_up,
+            "draft_dtype": str(next(draft.parameters()).dtype).removeprefix("torch."),
         }
     )
     return out

@@ -241,6 +241,19 @@ class TargetEmbeddingsAndHead(nn.Module):
         w = self.head_weight if rows is None else self.head_rows(rows)
         return few_rows_linear(h, w.to(h.dtype))
 
+    def as_dtype(self, dtype: torch.dtype) -> "TargetEmbeddingsAndHead":
+        "These tables in `dtype` for a drafter stored in it: `self` when they are already, else a copy made once."
+        if self.embed_weight.dtype == dtype:
+            return self
+        hit = self.__dict__.get("_as_dtype")
+        if hit is None or hit[0] != (dtype, self.embed_weight.data_ptr()):
+            head = None if self.tied else self.head_weight.to(dtype)
+            self.__dict__["_as_dtype"] = (
+                (dtype, self.embed_weight.data_ptr()),
+                type(self)(self.embed_weight.to(dtype), head),
+            )
+        return self.__dict__["_as_dtype"][1]
+
     def head_rows(self, rows):
         "The head's rows for these ids, kept from the last call: a drafter's fixed vocabulary is sliced once."
         key = (self.head_weight.data_ptr(), rows.device)  # a move to another device makes new data
