@@ -376,6 +376,11 @@ CASES = [
         "--runner-up must be in [0, 1), not 1.0",
     ),
     (
+        "speculate-draft-precision",
+        lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--draft-precision", "fp16"],
+        "--draft-precision must be same, fp32 or bf16, not fp16",
+    ),
+    (
         "speculate-runner-up-dflash",
         lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--runner-up", "0.1"],
         "--runner-up is for an EAGLE-3 chain",

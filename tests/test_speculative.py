@@ -321,7 +321,8 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
     df.save_pretrained(tmp_path / "df")
     e3.save_pretrained(tmp_path / "e3")
     (tmp_path / "p.jsonl").write_text('{"turns": ["What is a list?"]}\nplain line prompt\n')
-    runs = (("df", []), ("e3", ["--one-row", "--lookup-branch", "3", "--runner-up", "0.05"]), ("df", ["--packed"]))
+    e3_flags = ["--one-row", "--lookup-branch", "3", "--runner-up", "0.05"]
+    runs = (("df", []), ("e3", e3_flags), ("df", ["--packed", "--draft-precision", "bf16"]))
     for run, (d, flags) in enumerate(runs):
         rc = main(
             [
@@ -345,6 +346,7 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
         r = json.loads((tmp_path / f"{run}.json").read_text())
         assert r["lossless"] is True and r["n_prompts"] == 2 and "speedup" in r
         assert (r["lookup_branch"], r["runner_up"]) == ((3, 0.05) if run == 1 else (0, 0.0))
+        assert r["draft_dtype"] == ("bfloat16" if run == 2 else "float32")
         committed = sum(int(k) * v for k, v in r["tokens_per_cycle_histogram"].items())
         # every token but each prompt's first came from a cycle; τ also counts what a prompt's last cycle emitted past
         # the cut (max_new_tokens or EOS): at most 3 drafts and the target's token, or the branch's 3 and the token
@@ -476,6 +478,28 @@ def test_bf16_target_and_drafters_stay_lossless(setup, drafters):
         assert r1.tokens == ref and r2.tokens == ref and r3.tokens == ref
     r = [dflash_decode(t16, df, tables16, prompt, 40), eagle3_decode(t16, e3, tables16, prompt, 40, num_draft_tokens=4)]
     assert all(sum(x.accepted) >= 10 for x in r), [sum(x.accepted) for x in r]  # drafts were accepted: verification ran
+
+
+def test_bf16_drafters_beside_an_fp32_target_are_lossless(setup, drafters):
+    """`--draft-precision bf16`: the drafters in bf16 with packed linears, the fp32 target verifying, through
+    `make_proposer` (which hands each drafter the target's tables in its own precision): the output is the fp32
+    target's plain greedy output, and the overfit drafters are still accepted."""
+    import copy
+    from mdlm_kit.core.device import cast_weights
+    from mdlm_kit.core.layers import PackedLinear, few_rows_linears
+    from mdlm_kit.drafts.speculate import make_proposer
+
+    tgt, tables, prompt, answer = setup
+    df, e3 = (few_rows_linears(cast_weights(copy.deepcopy(d), torch.bfloat16), packed=True) for d in drafters)
+    assert all(type(m) is PackedLinear for d in (df, e3) for m in d.modules() if isinstance(m, torch.nn.Linear))
+    assert df.fc.weight.dtype == torch.bfloat16
+    ref = plain_decode(tgt, prompt, 40).tokens
+    for d, tree, ru in ((df, 0, 0.0), (e3, 0, 0.0), (e3, 6, 0.0), (e3, 0, 1e-3)):
+        r = speculative_decode(
+            tgt, make_proposer(d, tables, 3, tree_nodes=tree, tree_top_k=2, runner_up=ru), prompt, 40
+        )
+        assert r.tokens == ref and sum(r.accepted) >= 20, (tree, ru, sum(r.accepted))
+    assert tables.as_dtype(torch.bfloat16).embed_weight.dtype == torch.bfloat16  # the copy the proposers used
 
 
 class _Products(TorchFunctionMode):
