@@ -267,8 +267,8 @@ def main():
     ap.add_argument(
         "--runner-up",
         default="",
-        help="comma list: also run each EAGLE-3 chain setting with the drafter's runner-ups of at least this "
-        "probability beside its drafts (NAME+ruP)",
+        help="comma list: also run each EAGLE-3 chain setting with the drafter's runner-ups beside its drafts where "
+        "the drafter gives a runner-up's path at least this probability (NAME+ruP)",
     )
     ap.add_argument(
         "--draft-precision",

@@ -431,8 +431,8 @@ def _add_speculate(sub):
         "--runner-up",
         type=float,
         default=0.0,
-        help="EAGLE-3 chain, greedy: also verify each draft's runner-up, as a leaf beside it, when the drafter gives "
-        "it at least this probability (0: none)",
+        help="EAGLE-3 chain, greedy: also verify a draft's runner-up, as a leaf beside it, when the drafter gives "
+        "its path (the drafts before it, then it) at least this probability (0: none)",
     )
     p.add_argument("--baseline", action="store_true", help="also time plain decoding at temperature > 0")
     p.add_argument("--output", help="write the JSON here too")

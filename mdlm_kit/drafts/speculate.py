@@ -68,8 +68,9 @@ def make_proposer(
     """The one choice of decoder: DFlash, or EAGLE-3 as a chain, or as a tree of `tree_nodes` nodes (depth =
     `num_draft_tokens`, `tree_top_k` children per node). A chain or DFlash block is cut before a draft after the first
     whose probability under the drafter is below `min_confidence` (0: never). `runner_up` > 0 adds beside each EAGLE-3
-    chain draft its runner-up when the drafter gives it at least that probability. `lookup_branch` > 0 grafts prompt
-    lookup's continuation of that many tokens beside the drafts (`LookupBranchProposer`)."""
+    chain draft its runner-up when the drafter gives the runner-up's path at least that probability. A positive
+    `lookup_branch` grafts prompt lookup's continuation of that many tokens beside the drafts
+    (`LookupBranchProposer`)."""
     k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
     tables = tables.as_dtype(next(draft.parameters()).dtype)  # a drafter may draft in another precision
     if runner_up > 0 and (isinstance(draft, DFlashDraftModel) or tree_nodes):
