@@ -241,16 +241,15 @@ def _check_speculate_flags(args):
         raise ConfigError("; ".join(bad) + ".")
 
 
-def cmd_speculate(args):
-    from mdlm_kit.core.device import cast_weights
+def _speculate_models(args):
+    """The target and its drafter for `speculate`: the target in the precision that verifies exactly, the drafter in
+    it too unless `--draft-precision`, both with the CPU products the flags ask for."""
+    from mdlm_kit.core.device import cast_weights, draft_dtype, inference_precision, resolve_device
     from mdlm_kit.core.layers import few_rows_linears
     from mdlm_kit.drafts.eagle3 import Eagle3DraftModel
-    from mdlm_kit.drafts.speculate import load_draft, load_prompts, speculate, tokens_per_cycle
-    from mdlm_kit.drafts.targets import SamplingParams
+    from mdlm_kit.drafts.speculate import load_draft, tokens_per_cycle
     from mdlm_kit.drafts.targets import TargetModel
-    from mdlm_kit.core.device import draft_dtype, inference_precision, resolve_device
 
-    _check_speculate_flags(args)
     dev = resolve_device(args.device or "auto")
     draft = load_draft(args.draft, device=dev)
     if args.runner_up > 0 and (args.tree_nodes or not isinstance(draft, Eagle3DraftModel)):
@@ -265,6 +264,15 @@ def cmd_speculate(args):
     cast_weights(draft, draft_dtype(args.draft_precision, dtype))
     if args.one_row or args.packed:  # the same products for plain decoding, verification and drafting (02a_layers)
         few_rows_linears(tgt.model, draft, one_row=True, packed=args.packed)
+    return tgt, draft
+
+
+def cmd_speculate(args):
+    from mdlm_kit.drafts.speculate import load_prompts, speculate
+    from mdlm_kit.drafts.targets import SamplingParams
+
+    _check_speculate_flags(args)
+    tgt, draft = _speculate_models(args)
     res = speculate(
         tgt,
         draft,
@@ -398,6 +406,17 @@ def _add_speculate(sub):
         default=None,
         help="drafts verified per cycle (default: 3 on a CPU; elsewhere EAGLE-3 5, DFlash block_size-1)",
     )
+    _add_speculate_decoder_flags(p)
+    p.add_argument("--baseline", action="store_true", help="also time plain decoding at temperature > 0")
+    p.add_argument("--output", help="write the JSON here too")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    _add_speculate_machine_flags(p)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(fn=cmd_speculate)
+
+
+def _add_speculate_decoder_flags(p):
+    "How `speculate` drafts and verifies: the tree, the cut, the lookup branch and the runner-up leaves."
     p.add_argument(
         "--tree-nodes",
         type=int,
@@ -422,34 +441,28 @@ def _add_speculate(sub):
         "one tree (0: none; greedy or point-mass drafts only)",
     )
     p.add_argument(
-        "--draft-precision",
-        default="same",
-        help="the drafter's weights: same (as the target), fp32 or bf16; the target still verifies every draft, so "
-        "the output does not change (bf16 drafts faster with --packed on a CPU with native bf16)",
-    )
-    p.add_argument(
         "--runner-up",
         type=float,
         default=0.0,
         help="EAGLE-3 chain, greedy: also verify a draft's runner-up, as a leaf beside it, when the drafter gives "
         "its path (the drafts before it, then it) at least this probability (0: none)",
     )
-    p.add_argument("--baseline", action="store_true", help="also time plain decoding at temperature > 0")
-    p.add_argument("--output", help="write the JSON here too")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed")
-    _add_speculate_machine_flags(p)
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(fn=cmd_speculate)
 
 
 def _add_speculate_machine_flags(p):
     "Where and how `speculate` computes: the device, the precision and the CPU products."
     p.add_argument("--device", help="auto, cpu, cuda or mps")
     p.add_argument(
+        "--draft-precision",
+        default="same",
+        help="the drafter's weights: same (as the target), fp32 or bf16; the target still verifies every draft, so "
+        "the output does not change (bf16 drafts faster with --packed on a CPU with native bf16)",
+    )
+    p.add_argument(
         "--precision",
         default="auto",
-        help="weights of target and drafter: auto (bf16 on GPUs; fp32 on a CPU, where bf16 verification was "
-        "not token-exact), fp32, bf16 or fp16 (GPU)",
+        help="weights of the target (and of the drafter, unless --draft-precision): auto (bf16 on GPUs; fp32 on a "
+        "CPU, where bf16 verification was not token-exact), fp32, bf16 or fp16 (GPU)",
     )
     p.add_argument(
         "--one-row", action="store_true", help="one row as two, (W x^T)^T: faster where the one-row kernel is slow"
@@ -457,8 +470,8 @@ def _add_speculate_machine_flags(p):
     p.add_argument(
         "--packed",
         action="store_true",
-        help="--one-row, and 3-128 rows through oneDNN with weights packed for a few rows: cheaper verification "
-        "where MKL's few-row kernels are slow (measure with bench/few_rows_matmul.py)",
+        help="--one-row, and 3-128 rows (bf16: 1-128) through oneDNN with weights packed for a few rows: cheaper "
+        "verification where MKL's few-row kernels are slow (measure with bench/few_rows_matmul.py)",
     )
 
 
