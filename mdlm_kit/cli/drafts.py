@@ -10,6 +10,7 @@ import argparse, json
 from ..drafts.train import DraftTrainConfig, DraftTrainer
 from ..drafts.dflash import build_target_layer_ids
 from ..core.config import ConfigError
+from ..core.device import DRAFT_PRECISIONS
 
 # %% auto #0
 __all__ = ['DFLASH_ONLY', 'EAGLE3_ONLY', 'EAGLE3_DEFAULTS', 'add_config_flags', 'config_from_args', 'cmd_train_draft',
@@ -231,7 +232,7 @@ def _check_speculate_flags(args):
             (
                 "draft-precision",
                 args.draft_precision,
-                args.draft_precision in ("same", "fp32", "bf16"),
+                args.draft_precision in DRAFT_PRECISIONS,
                 "same, fp32 or bf16",
             ),
         ]

@@ -13,11 +13,11 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['DEVICE_CHOICES', 'PRECISION_CHOICES', 'BF16_CPU_MAX_TOKENS', 'FACTORIES', 'KitError', 'DeviceError', 'mps_available',
-           'resolve_device', 'Precision', 'resolve_precision', 'cpu_supports_bf16', 'inference_precision',
-           'draft_dtype', 'cast_weights', 'autocast', 'make_grad_scaler', 'configure_backends', 'sdpa_context',
-           'seed_everything', 'get_rng_state', 'set_rng_state', 'preserved_rng', 'device_summary', 'memory_stats',
-           'synchronize', 'DeviceAudit']
+__all__ = ['DEVICE_CHOICES', 'PRECISION_CHOICES', 'BF16_CPU_MAX_TOKENS', 'DRAFT_PRECISIONS', 'FACTORIES', 'KitError',
+           'DeviceError', 'mps_available', 'resolve_device', 'Precision', 'resolve_precision', 'cpu_supports_bf16',
+           'inference_precision', 'draft_dtype', 'cast_weights', 'autocast', 'make_grad_scaler', 'configure_backends',
+           'sdpa_context', 'seed_everything', 'get_rng_state', 'set_rng_state', 'preserved_rng', 'device_summary',
+           'memory_stats', 'synchronize', 'DeviceAudit']
 
 # %% ../../nbs/00_device.ipynb #fc3df06d
 class KitError(Exception):
@@ -152,13 +152,15 @@ def inference_precision(
     return resolve_precision(p, device)
 
 
+DRAFT_PRECISIONS = ("same", "fp32", "bf16")
+
+
 def draft_dtype(name: str, target_dtype: torch.dtype) -> torch.dtype:
     """A drafter's weights: `same` as its target's, or `fp32` or `bf16`. The target verifies every draft, so a drafter's
     precision changes how fast and how well it drafts, never the output."""
-    known = {"same": target_dtype, "fp32": torch.float32, "bf16": torch.bfloat16}
-    if name not in known:
+    if name not in DRAFT_PRECISIONS:
         raise DeviceError(f"unknown draft precision {name!r}; use same, fp32 or bf16.")
-    return known[name]
+    return target_dtype if name == "same" else _DTYPES[name]
 
 
 def cast_weights(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
