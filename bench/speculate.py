@@ -16,6 +16,7 @@ How it measures (these machines are noisy: run it with nothing else on the cores
   the prompt; the prompt's prefill (the same both ways) is timed apart, and `decode_speedup_median` leaves it out."""
 
 import argparse, json, statistics, sys, time
+from typing import NamedTuple
 from pathlib import Path
 import torch
 from mdlm_kit.drafts.chat_data import heldout_prompts
@@ -48,7 +49,20 @@ def _hf_generate(tgt, ids, n, eos):
     return out[0, len(ids) :].tolist(), time.perf_counter() - t0
 
 
-def _methods(args):
+class Method(NamedTuple):
+    "One decoder the bench times: its name, its drafter directory ('' for prompt lookup) and its settings."
+
+    name: str
+    path: str
+    tree: int = 0  # tree nodes (0: a chain or a DFlash block)
+    k: int | None = None  # drafts per cycle (a tree's depth)
+    conf: float = 0.0  # min_confidence
+    runner_up: float = 0.0
+    branch: int = 0  # lookup_branch
+    precision: str = "same"  # the drafter's (draft_dtype)
+
+
+def _methods(args) -> list[Method]:
     out = []
     for name, path in (("dflash", args.dflash), ("dpace", args.dpace), ("eagle3", args.eagle3)):
         if not path:
@@ -57,30 +71,30 @@ def _methods(args):
             print(f"skipping {name}: no drafter at {path} (train one with nbs/18_drafter_recipes.ipynb)")
             continue
         k = args.num_draft_tokens if name == "eagle3" else args.dflash_draft_tokens
-        mine = [(name, path, 0, k, 0.0)]
-        for c in _floats(args.min_confidence):  # the same drafter, its drafts cut where it doubts
-            mine.append((f"{name}-conf{c:g}", path, 0, k, c))
+        mine = [Method(name, path, k=k)]
+        # the same drafter, its drafts cut where it doubts
+        mine += [Method(f"{name}-conf{c:g}", path, k=k, conf=c) for c in _floats(args.min_confidence)]
         if name == "eagle3":
-            for n in _floats(args.chain_lengths):
-                mine.append((f"eagle3-k{int(n)}", path, 0, int(n), 0.0))
-        mine = [m + (0.0,) for m in mine]  # (name, path, tree nodes, drafts, cut, runner-up)
-        if name == "eagle3":  # each chain setting again, with the drafter's runner-ups beside its drafts
-            mine += [(f"{m[0]}+ru{r:g}",) + m[1:5] + (r,) for r in _floats(args.runner_up) for m in list(mine)]
-        if name == "eagle3" and args.tree_nodes:
-            mine.append(("eagle3-tree", path, args.tree_nodes, args.tree_depth, 0.0, 0.0))
-        out += [m + (0,) for m in mine]
-        for n in _floats(args.lookup_branch):  # each setting again, with prompt lookup's branch beside its drafts
-            out += [(f"{m[0]}+pl{int(n)}",) + m[1:] + (int(n),) for m in mine]
+            mine += [Method(f"eagle3-k{int(n)}", path, k=int(n)) for n in _floats(args.chain_lengths)]
+            # each chain setting again, with the drafter's runner-ups beside its drafts
+            mine += [m._replace(name=f"{m.name}+ru{r:g}", runner_up=r) for r in _floats(args.runner_up) for m in mine]
+            if args.tree_nodes:
+                mine.append(Method("eagle3-tree", path, args.tree_nodes, args.tree_depth))
+        out += mine
+        # each setting again, with prompt lookup's branch beside its drafts
+        out += [
+            m._replace(name=f"{m.name}+pl{int(n)}", branch=int(n)) for n in _floats(args.lookup_branch) for m in mine
+        ]
     precisions = [x.strip() for x in args.draft_precision.split(",") if x.strip()] or ["same"]
-    # (name, path, tree nodes, drafts, cut, runner-up, branch, draft precision): each drafter once per precision
-    out = [(m[0] if p == "same" else f"{m[0]}@{p}",) + m[1:] + (p,) for p in precisions for m in out]
+    # each drafter once per precision
+    out = [m if p == "same" else m._replace(name=f"{m.name}@{p}", precision=p) for p in precisions for m in out]
     if args.prompt_lookup:  # the drafter with no weights: a baseline every trained drafter should beat
-        out.append(("prompt-lookup", "", 0, args.prompt_lookup, 0.0, 0.0, 0, "same"))
+        out.append(Method("prompt-lookup", "", k=args.prompt_lookup))
     only = [x.strip() for x in args.only.split(",") if x.strip()]
-    unknown = sorted(set(only) - {m[0] for m in out})
+    unknown = sorted(set(only) - {m.name for m in out})
     if unknown:
-        raise SystemExit(f"--only names no method called {', '.join(unknown)}; the flags make {[m[0] for m in out]}")
-    return [m for m in out if m[0] in only] if only else out
+        raise SystemExit(f"--only names no method called {', '.join(unknown)}; the flags make {[m.name for m in out]}")
+    return [m for m in out if m.name in only] if only else out
 
 
 def cycle_costs(rounds: list[dict], steps: list[float], name: str, phase: str) -> list[float]:
@@ -109,7 +123,9 @@ def measure(args, dev, precision):
     )
     ids = [chat_ids(tok, m) for m in prompts]
     methods = _methods(args)
-    drafts = {(m[1], m[7]): load_draft(m[1], dev, draft_dtype(m[7], prec.dtype)) for m in methods if m[1]}
+    drafts = {
+        (m.path, m.precision): load_draft(m.path, dev, draft_dtype(m.precision, prec.dtype)) for m in methods if m.path
+    }
     if args.one_row or args.packed:  # the same products for plain decoding and every drafter alike (02a_layers)
         few_rows_linears(tgt.model, *drafts.values(), one_row=True, packed=args.packed)
 
@@ -119,17 +135,23 @@ def measure(args, dev, precision):
         if name == "generate":  # transformers' own loop, in the same rounds: the check on plain decoding
             tokens, dt = _hf_generate(tgt, ids[i], args.max_new_tokens, eos)
             return DecodeResult(tokens, total_time=dt)
-        _, path, tree, k, conf, ru, branch, dp = next(m for m in methods if m[0] == name)
+        m = next(m for m in methods if m.name == name)
         proposer = (
             make_proposer(
-                drafts[path, dp], tables, k, tree_nodes=tree, min_confidence=conf, lookup_branch=branch, runner_up=ru
+                drafts[m.path, m.precision],
+                tables,
+                m.k,
+                tree_nodes=m.tree,
+                min_confidence=m.conf,
+                lookup_branch=m.branch,
+                runner_up=m.runner_up,
             )
-            if path
-            else PromptLookupProposer(k)
+            if m.path
+            else PromptLookupProposer(m.k)
         )
         return speculative_decode(tgt, proposer, ids[i], args.max_new_tokens, SamplingParams(), 0, eos)
 
-    names = ["plain"] + [m[0] for m in methods]
+    names = ["plain"] + [m.name for m in methods]
     timed = names + ["generate"]
     print(
         f"{len(prompts)} prompts, {args.max_new_tokens} new tokens, {prec.name}, {torch.get_num_threads()} threads, "
