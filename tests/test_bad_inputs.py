@@ -78,6 +78,11 @@ def _drafter(w, extra, cmd="train-dflash"):
     ]
 
 
+def _speculate(w, *flags):
+    "`mdlm-kit speculate` with the workspace's target and DFlash drafter, then `flags`."
+    return ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", *flags]
+
+
 # (case id, function(ws, bad_dir) -> argv, expected message fragment)
 CASES = [
     # configs
@@ -362,47 +367,37 @@ CASES = [
     ),
     (
         "speculate-zero-draft-tokens",
-        lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--num-draft-tokens", "0"],
+        lambda w, b: _speculate(w, "--num-draft-tokens", "0"),
         "--num-draft-tokens must be at least 1",
     ),
     (
         "speculate-negative-lookup-branch",
-        lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--lookup-branch", "-1"],
+        lambda w, b: _speculate(w, "--lookup-branch", "-1"),
         "--lookup-branch must be 0 (none) or more, not -1",
     ),
     (
         "speculate-runner-up-one",
-        lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--runner-up", "1"],
+        lambda w, b: _speculate(w, "--runner-up", "1"),
         "--runner-up must be in [0, 1), not 1.0",
     ),
     (
         "speculate-draft-precision",
-        lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--draft-precision", "fp16"],
+        lambda w, b: _speculate(w, "--draft-precision", "fp16"),
         "--draft-precision must be same, fp32 or bf16, not fp16",
     ),
     (
         "speculate-runner-up-dflash",
-        lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--runner-up", "0.1"],
+        lambda w, b: _speculate(w, "--runner-up", "0.1"),
         "--runner-up is for an EAGLE-3 chain",
     ),
     (
         "speculate-top-p",
-        lambda w, b: [
-            "speculate",
-            "--target",
-            f"{w}/target",
-            "--draft",
-            f"{w}/draft",
-            "--top-p",
-            "0",
-            "--temperature",
-            "-1",
-        ],
+        lambda w, b: _speculate(w, "--top-p", "0", "--temperature", "-1"),
         "--top-p must be in (0, 1]",
     ),
     (
         "speculate-prompts-missing",
-        lambda w, b: ["speculate", "--target", f"{w}/target", "--draft", f"{w}/draft", "--prompts", f"{b}/none.jsonl"],
+        lambda w, b: _speculate(w, "--prompts", f"{b}/none.jsonl"),
         "none.jsonl' does not exist",
     ),
     # playground flags
