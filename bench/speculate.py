@@ -20,9 +20,9 @@ from typing import NamedTuple
 from pathlib import Path
 import torch
 from mdlm_kit.drafts.chat_data import heldout_prompts
-from mdlm_kit.core.device import cpu_supports_bf16, draft_dtype, inference_precision, resolve_device
+from mdlm_kit.core.device import cpu_supports_bf16, inference_precision, resolve_device
 from mdlm_kit.core.layers import few_rows_linears
-from mdlm_kit.drafts.speculate import chat_ids, load_draft, load_prompts, make_proposer
+from mdlm_kit.drafts.speculate import chat_ids, load_draft, load_prompts, make_proposer, set_draft_precision
 from mdlm_kit.drafts.speculative import (
     DecodeResult,
     PromptLookupProposer,
@@ -59,7 +59,7 @@ class Method(NamedTuple):
     conf: float = 0.0  # min_confidence
     runner_up: float = 0.0
     branch: int = 0  # lookup_branch
-    precision: str = "same"  # the drafter's (draft_dtype)
+    precision: str = "same"  # the drafter's (set_draft_precision)
 
 
 def _methods(args) -> list[Method]:
@@ -123,8 +123,10 @@ def measure(args, dev, precision):
     )
     ids = [chat_ids(tok, m) for m in prompts]
     methods = _methods(args)
-    drafts = {
-        (m.path, m.precision): load_draft(m.path, dev, draft_dtype(m.precision, prec.dtype)) for m in methods if m.path
+    drafts = {  # each drafter once per precision; int8 linears stay int8 under --packed
+        (m.path, m.precision): set_draft_precision(load_draft(m.path, dev), m.precision, prec.dtype)
+        for m in methods
+        if m.path
     }
     if args.one_row or args.packed:  # the same products for plain decoding and every drafter alike (02a_layers)
         few_rows_linears(tgt.model, *drafts.values(), one_row=True, packed=args.packed)
@@ -295,7 +297,8 @@ def main():
     ap.add_argument(
         "--draft-precision",
         default="same",
-        help="comma list: each drafter method once per drafter precision (same as the target, fp32, bf16; NAME@P)",
+        help="comma list: each drafter method once per drafter precision (same as the target, fp32, bf16, int8: "
+        "NAME@P)",
     )
     ap.add_argument(
         "--only", default="", help="comma list: of the methods the other flags make, run only these (default: all)"

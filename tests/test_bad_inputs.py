@@ -383,7 +383,7 @@ CASES = [
     (
         "speculate-draft-precision",
         lambda w, b: _speculate(w, "--draft-precision", "fp16"),
-        "--draft-precision must be same, fp32 or bf16, not fp16",
+        "--draft-precision must be same, fp32, bf16 or int8, not fp16",
     ),
     (
         "speculate-runner-up-dflash",

@@ -5,6 +5,7 @@
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode
+from mdlm_kit.core.layers import int8_linear_available
 from mdlm_kit.drafts.dflash import DFlashConfig, DFlashDraftModel, DFlashProposer, dflash_forward
 from mdlm_kit.drafts.eagle3 import Eagle3Config, Eagle3DraftModel, Eagle3Proposer, Eagle3TreeProposer, eagle3_forward
 from mdlm_kit.drafts.speculative import (
@@ -306,13 +307,15 @@ def test_lookup_branch_keeps_sampling_exact(setup, drafters):
 def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkeypatch):
     import json
     from mdlm_kit.cli.main import main
-    from mdlm_kit.core.layers import OneRowLinear, PackedLinear
+    from mdlm_kit.core.layers import Int8Linear, OneRowLinear, PackedLinear, int8_linear_available
 
-    # --one-row must decode through OneRowLinear, --packed through PackedLinear's packed weights too; both lossless
-    calls = {"one_row": [], "packed": []}
-    forward, packed_weight = OneRowLinear.forward, PackedLinear.packed_weight
+    # --one-row must decode through OneRowLinear, --packed through PackedLinear's packed weights too, and an int8
+    # drafter through Int8Linear's int8 copy; all lossless
+    calls = {"one_row": [], "packed": [], "int8": []}
+    forward, packed_weight, int8_weight = OneRowLinear.forward, PackedLinear.packed_weight, Int8Linear.int8_weight
     monkeypatch.setattr(OneRowLinear, "forward", lambda self, x: calls["one_row"].append(1) or forward(self, x))
     monkeypatch.setattr(PackedLinear, "packed_weight", lambda self: calls["packed"].append(1) or packed_weight(self))
+    monkeypatch.setattr(Int8Linear, "int8_weight", lambda self: calls["int8"].append(1) or int8_weight(self))
 
     tgt, _, _, _ = setup
     df, e3 = drafters
@@ -322,7 +325,8 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
     e3.save_pretrained(tmp_path / "e3")
     (tmp_path / "p.jsonl").write_text('{"turns": ["What is a list?"]}\nplain line prompt\n')
     e3_flags = ["--one-row", "--lookup-branch", "3", "--runner-up", "0.05"]
-    runs = (("df", []), ("e3", e3_flags), ("df", ["--packed", "--draft-precision", "bf16"]))
+    runs = [("df", []), ("e3", e3_flags), ("df", ["--packed", "--draft-precision", "bf16"])]
+    runs += [("e3", ["--packed", "--draft-precision", "int8"])] if int8_linear_available() else []
     for run, (d, flags) in enumerate(runs):
         rc = main(
             [
@@ -342,11 +346,11 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
             + flags
         )
         assert rc == 0
-        assert [bool(calls["one_row"]), bool(calls["packed"])] == [run > 0, run == 2], (run, flags)
+        assert [bool(calls[k]) for k in ("one_row", "packed", "int8")] == [run > 0, run >= 2, run == 3], (run, flags)
         r = json.loads((tmp_path / f"{run}.json").read_text())
         assert r["lossless"] is True and r["n_prompts"] == 2 and "speedup" in r
         assert (r["lookup_branch"], r["runner_up"]) == ((3, 0.05) if run == 1 else (0, 0.0))
-        assert r["draft_dtype"] == ("bfloat16" if run == 2 else "float32")
+        assert r["draft_dtype"] == {2: "bfloat16", 3: "int8"}.get(run, "float32")
         committed = sum(int(k) * v for k, v in r["tokens_per_cycle_histogram"].items())
         # every token but each prompt's first came from a cycle; τ also counts what a prompt's last cycle emitted past
         # the cut (max_new_tokens or EOS): at most 3 drafts and the target's token, or the branch's 3 and the token
@@ -500,6 +504,35 @@ def test_bf16_drafters_beside_an_fp32_target_are_lossless(setup, drafters):
         )
         assert r.tokens == ref and sum(r.accepted) >= 20, (tree, ru, sum(r.accepted))
     assert tables.as_dtype(torch.bfloat16).embed_weight.dtype == torch.bfloat16  # the copy the proposers used
+
+
+@pytest.mark.skipif(not int8_linear_available(), reason="no x86 (fbgemm) int8 kernels in this build")
+def test_int8_drafters_beside_an_fp32_target_are_lossless(setup, drafters):
+    """`--draft-precision int8`: every linear of both drafters computes with an int8 copy of its weight (the target
+    packed, as `--packed` makes it): the output is the fp32 target's plain greedy output, the overfit drafters are
+    still accepted, and their drafts moved (int8 is not fp32), so the int8 path really ran."""
+    import copy
+    from mdlm_kit.core.layers import Int8Linear, few_rows_linears
+    from mdlm_kit.drafts.speculate import make_proposer, set_draft_precision
+
+    tgt, tables, prompt, answer = setup
+    df, e3 = (set_draft_precision(copy.deepcopy(d), "int8", torch.float32) for d in drafters)
+    linears = [m for d in (df, e3) for m in d.modules() if isinstance(m, torch.nn.Linear)]
+    assert linears and all(type(m) is Int8Linear for m in linears)
+    few_rows_linears(tgt.model, df, e3, packed=True)  # the target's linears only: the drafters' stay int8
+    assert all(type(m) is Int8Linear for m in linears)
+    ref = plain_decode(tgt, prompt, 40).tokens
+    with torch.no_grad():  # the head's logits: close to fp32's, not equal
+        h = torch.randn(3, e3.lm_head.in_features)
+        fp32_head = drafters[1].lm_head
+        got, want = e3.lm_head(h), fp32_head(h)
+        assert 0 < (got - want).abs().max() < 0.05 * want.abs().max()
+    for d, tree, ru in ((df, 0, 0.0), (e3, 0, 0.0), (e3, 6, 0.0), (e3, 0, 1e-3)):
+        r = speculative_decode(
+            tgt, make_proposer(d, tables, 3, tree_nodes=tree, tree_top_k=2, runner_up=ru), prompt, 40
+        )
+        assert r.tokens == ref and sum(r.accepted) >= 20, (tree, ru, sum(r.accepted))
+    few_rows_linears(tgt.model, enable=False)
 
 
 class _Products(TorchFunctionMode):

@@ -233,7 +233,7 @@ def _check_speculate_flags(args):
                 "draft-precision",
                 args.draft_precision,
                 args.draft_precision in DRAFT_PRECISIONS,
-                "same, fp32 or bf16",
+                ", ".join(DRAFT_PRECISIONS[:-1]) + " or " + DRAFT_PRECISIONS[-1],
             ),
         ]
         if not ok
@@ -245,10 +245,10 @@ def _check_speculate_flags(args):
 def _speculate_models(args):
     """The target and its drafter for `speculate`: the target in the precision that verifies exactly, the drafter in
     it too unless `--draft-precision`, both with the CPU products the flags ask for."""
-    from mdlm_kit.core.device import cast_weights, draft_dtype, inference_precision, resolve_device
+    from mdlm_kit.core.device import inference_precision, resolve_device
     from mdlm_kit.core.layers import few_rows_linears
     from mdlm_kit.drafts.eagle3 import Eagle3DraftModel
-    from mdlm_kit.drafts.speculate import load_draft, tokens_per_cycle
+    from mdlm_kit.drafts.speculate import load_draft, set_draft_precision, tokens_per_cycle
     from mdlm_kit.drafts.targets import TargetModel
 
     dev = resolve_device(args.device or "auto")
@@ -262,7 +262,7 @@ def _speculate_models(args):
     # the target decodes in one precision, exact for verification; the drafter in it too unless --draft-precision
     dtype = inference_precision(args.precision, dev, n, verifies=True).dtype
     tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=dtype)
-    cast_weights(draft, draft_dtype(args.draft_precision, dtype))
+    set_draft_precision(draft, args.draft_precision, dtype)  # int8 linears stay int8 under --packed
     if args.one_row or args.packed:  # the same products for plain decoding, verification and drafting (02a_layers)
         few_rows_linears(tgt.model, draft, one_row=True, packed=args.packed)
     return tgt, draft
@@ -456,8 +456,8 @@ def _add_speculate_machine_flags(p):
     p.add_argument(
         "--draft-precision",
         default="same",
-        help="the drafter's weights: same (as the target), fp32 or bf16; the target still verifies every draft, so "
-        "the output does not change (bf16 drafts faster with --packed on a CPU with native bf16)",
+        help="the drafter's weights: same (as the target), fp32, bf16, or int8 (fp32 weights, int8 products; x86 CPU); "
+        "the target still verifies every draft, so the output does not change (lesson 02a)",
     )
     p.add_argument(
         "--precision",

@@ -152,15 +152,16 @@ def inference_precision(
     return resolve_precision(p, device)
 
 
-DRAFT_PRECISIONS = ("same", "fp32", "bf16")
+DRAFT_PRECISIONS = ("same", "fp32", "bf16", "int8")
 
 
 def draft_dtype(name: str, target_dtype: torch.dtype) -> torch.dtype:
-    """A drafter's weights: `same` as its target's, or `fp32` or `bf16`. The target verifies every draft, so a drafter's
-    precision changes how fast and how well it drafts, never the output."""
+    """A drafter's weights: `same` as its target's, or `fp32` or `bf16`; `int8` keeps fp32 weights, and its linears
+    compute with an int8 copy (`int8_linears`, lesson 02a). The target verifies every draft, so a drafter's precision
+    changes how fast and how well it drafts, never the output."""
     if name not in DRAFT_PRECISIONS:
-        raise DeviceError(f"unknown draft precision {name!r}; use same, fp32 or bf16.")
-    return target_dtype if name == "same" else _DTYPES[name]
+        raise DeviceError(f"unknown draft precision {name!r}; use same, fp32, bf16 or int8.")
+    return target_dtype if name == "same" else torch.float32 if name == "int8" else _DTYPES[name]
 
 
 def cast_weights(module: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:

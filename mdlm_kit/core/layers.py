@@ -7,6 +7,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/layers.html.md"""
 # %% ../../nbs/02a_layers.ipynb #c6cacbbe
 from __future__ import annotations
 import math
+import warnings
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -16,7 +17,8 @@ from .device import DeviceError
 # %% auto #0
 __all__ = ['FEW_ROWS_MAX', 'PACKED_ROWS', 'PACKED_FOR_ROWS', 'RMSNorm', 'rope_tables', 'apply_rope', 'few_rows_linear',
            'FewRowsLinear', 'OneRowLinear', 'packed_linear_available', 'pack_weight', 'packed_linear', 'PackedLinear',
-           'few_rows_linears', 'GatedMLP', 'make_optimizer', 'lr_schedule']
+           'few_rows_linears', 'int8_linear_available', 'pack_int8_weight', 'int8_linear', 'Int8Linear', 'int8_linears',
+           'GatedMLP', 'make_optimizer', 'lr_schedule']
 
 # %% ../../nbs/02a_layers.ipynb #6e78ba4e
 class RMSNorm(nn.Module):
@@ -141,6 +143,73 @@ def few_rows_linears(
             m.__class__ = new
             if new is not PackedLinear:
                 m.__dict__.pop("_packed", None)  # free the packed copy
+    return module
+
+# %% ../../nbs/02a_layers.ipynb #7a77ce17
+def int8_linear_available() -> bool:
+    "Whether this torch build and CPU have the x86 (fbgemm) int8 kernels `Int8Linear` calls."
+    engine = torch.backends.quantized.engine in ("x86", "fbgemm")
+    return engine and hasattr(torch.ops.quantized, "linear_dynamic")
+
+
+def pack_int8_weight(weight: torch.Tensor, bias: torch.Tensor | None = None):
+    """fbgemm's int8 copy of a linear (an opaque object, for `int8_linear`): `weight` (out, in) rounded to int8 with
+    one scale per output row, max |w| / 127, and the fp32 `bias`."""
+    w = weight.detach().float()
+    scale = (w.abs().amax(1) / 127).clamp_min(1e-12).double()
+    zero = torch.zeros(w.shape[0], dtype=torch.long, device=w.device)
+    with warnings.catch_warnings():  # deprecated in torch 2.13 (pytorch#184982); the kit pins torch < 2.14
+        warnings.simplefilter("ignore", UserWarning)
+        q = torch.quantize_per_channel(w, scale, zero, 0, torch.qint8)
+    return torch.ops.quantized.linear_prepack(q, None if bias is None else bias.detach().float())
+
+
+def int8_linear(x: torch.Tensor, packed) -> torch.Tensor:
+    """Rows `x` (..., in) times a weight packed by `pack_int8_weight`: (..., out) in fp32. `x` is rounded to 8 bits
+    with one scale from its range; the products are summed in int32."""
+    return torch.ops.quantized.linear_dynamic(x, packed, True)  # 7-bit activations: no overflow without VNNI
+
+
+class Int8Linear(nn.Linear):
+    """An `nn.Linear` that computes fp32 CPU rows with an int8 copy of its weight when autograd is off: approximate,
+    for a drafter. The copy is made on first use and again when the weight or bias changes; `state_dict` is the same."""
+
+    def int8_weight(self):
+        key = tuple((t.data_ptr(), t._version) for t in (self.weight, self.bias) if t is not None)
+        if getattr(self, "_int8", (None,))[0] != key:
+            self._int8 = (key, pack_int8_weight(self.weight, self.bias))
+        return self._int8[1]
+
+    def __getstate__(self):  # copy.deepcopy and pickling leave the int8 copy out; it is remade on first use
+        state = super().__getstate__()
+        state.pop("_int8", None)
+        return state
+
+    def forward(self, x):
+        w = self.weight
+        grad = torch.is_grad_enabled() and (w.requires_grad or x.requires_grad)
+        fp32_cpu = x.device.type == "cpu" and x.dtype == w.dtype == torch.float32
+        if grad or not fp32_cpu or x.numel() == 0:
+            return F.linear(x, w, self.bias)
+        return int8_linear(x, self.int8_weight())
+
+
+def int8_linears(module: nn.Module, *more: nn.Module, enable: bool = True) -> nn.Module:
+    """Switch every linear inside `module` (and each of `more`) to `Int8Linear`, or back to `nn.Linear` with
+    `enable=False`, in place; returns `module`. For a drafter on an x86 CPU."""
+    mods = [x for mod in (module, *more) for x in mod.modules()]
+    if enable and not int8_linear_available():
+        raise DeviceError("int8 linears need torch's x86 (fbgemm) int8 kernels; use --draft-precision fp32 or bf16.")
+    where = {p.device.type for m in mods for p in m.parameters(recurse=False)} - {"cpu"}
+    if enable and where:
+        raise DeviceError(
+            f"int8 linears run on a CPU, not {', '.join(sorted(where))}; use --draft-precision bf16 there."
+        )
+    for m in mods:
+        if type(m) in (nn.Linear, FewRowsLinear, OneRowLinear, PackedLinear, Int8Linear):
+            m.__class__ = Int8Linear if enable else nn.Linear
+            m.__dict__.pop("_packed", None)
+            m.__dict__.pop("_int8", None)
     return module
 
 # %% ../../nbs/02a_layers.ipynb #fd4dcf88

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 import torch
+from ..core.device import cast_weights, draft_dtype
+from ..core.layers import Int8Linear, int8_linears
 from .chat_data import embedded_prompts, heldout_prompts, normalize_conversation
 from .dflash import DFlashDraftModel, DFlashProposer, is_dflash_config
 from .eagle3 import Eagle3DraftModel, Eagle3Proposer, Eagle3TreeProposer
@@ -17,8 +19,8 @@ from .speculative import speculative_decode, summarize_runs
 from .targets import SamplingParams, digests_match
 
 # %% auto #0
-__all__ = ['CPU_DRAFT_TOKENS', 'default_draft_tokens', 'tokens_per_cycle', 'load_draft', 'make_proposer', 'load_prompts',
-           'chat_ids', 'speculate']
+__all__ = ['CPU_DRAFT_TOKENS', 'default_draft_tokens', 'tokens_per_cycle', 'load_draft', 'set_draft_precision', 'draft_precision',
+           'make_proposer', 'load_prompts', 'chat_ids', 'speculate']
 
 # %% ../../nbs/17_speculate.ipynb #2b1ce130
 CPU_DRAFT_TOKENS = 3  # on a CPU, 4 tokens verify for about 1.2 decode steps, 6-8 for 1.5-1.8 (bench/few_rows_matmul.py)
@@ -53,6 +55,20 @@ def load_draft(path, device="cpu", dtype=torch.float32):
         f"{str(path)!r} is not a saved DFlash or EAGLE-3 drafter "
         f"(no matching config.json); pass the run's draft/ directory."
     )
+
+
+def set_draft_precision(draft, name: str, target_dtype: torch.dtype):
+    """A drafter in the precision `--draft-precision` names: its weights cast by `draft_dtype`, and with `int8` its
+    linears switched to `Int8Linear` (lesson 02a); returns `draft`."""
+    cast_weights(draft, draft_dtype(name, target_dtype))
+    return int8_linears(draft) if name == "int8" else draft
+
+
+def draft_precision(draft) -> str:
+    "What a drafter computes in: `int8` when its linears are `Int8Linear`, else its weights' dtype (`float32`, ...)."
+    if any(type(m) is Int8Linear for m in draft.modules()):
+        return "int8"
+    return str(next(draft.parameters()).dtype).removeprefix("torch.")
 
 
 def make_proposer(
@@ -179,7 +195,7 @@ def speculate(
             "drafter": "dflash" if isinstance(draft, DFlashDraftModel) else ("eagle3-tree" if tree_nodes else "eagle3"),
             "lookup_branch": lookup_branch,
             "runner_up": runner_up,
-            "draft_dtype": str(next(draft.parameters()).dtype).removeprefix("torch."),
+            "draft_dtype": draft_precision(draft),
         }
     )
     return out
