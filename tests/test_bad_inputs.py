@@ -386,6 +386,11 @@ CASES = [
         "--draft-precision must be same, fp32, bf16 or int8, not fp16",
     ),
     (
+        "speculate-auto-products-with-packed",
+        lambda w, b: _speculate(w, "--auto-products", "--packed"),
+        "--auto-products must be given alone (it chooses --one-row and --packed), not True",
+    ),
+    (
         "speculate-runner-up-dflash",
         lambda w, b: _speculate(w, "--runner-up", "0.1"),
         "--runner-up is for an EAGLE-3 chain",

@@ -351,11 +351,18 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
         assert r["lossless"] is True and r["n_prompts"] == 2 and "speedup" in r
         assert (r["lookup_branch"], r["runner_up"]) == ((3, 0.05) if run == 1 else (0, 0.0))
         assert r["draft_dtype"] == {2: "bfloat16", 3: "int8"}.get(run, "float32")
+        assert r["products"] == ["plain", "one-row", "packed", "packed"][run]
         committed = sum(int(k) * v for k, v in r["tokens_per_cycle_histogram"].items())
         # every token but each prompt's first came from a cycle; τ also counts what a prompt's last cycle emitted past
         # the cut (max_new_tokens or EOS): at most 3 drafts and the target's token, or the branch's 3 and the token
         assert 0 <= committed - (r["tokens"] - r["n_prompts"]) <= 4 * r["n_prompts"]
         assert r["tau_pooled"] == pytest.approx(committed / r["cycles"])
+    # --auto-products: the products timed on this machine; whichever it picks, the output is the target's
+    auto = ["--prompts", str(tmp_path / "p.jsonl"), "--max-new-tokens", "12", "--no-progress", "--auto-products"]
+    out = ["--output", str(tmp_path / "auto.json")]
+    assert main(["speculate", "--target", str(tmp_path / "t"), "--draft", str(tmp_path / "e3")] + auto + out) == 0
+    r = json.loads((tmp_path / "auto.json").read_text())
+    assert r["lossless"] is True and r["products"] in ("plain", "one-row", "packed")
     capsys.readouterr()
     assert main(["speculate", "--target", str(tmp_path / "t"), "--draft", str(tmp_path / "p.jsonl")]) == 2
     assert "not a saved DFlash or EAGLE-3 drafter" in capsys.readouterr().err

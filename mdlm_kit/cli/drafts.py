@@ -230,6 +230,12 @@ def _check_speculate_flags(args):
             ("lookup-branch", args.lookup_branch, args.lookup_branch >= 0, "0 (none) or more"),
             ("runner-up", args.runner_up, 0 <= args.runner_up < 1, "in [0, 1)"),
             (
+                "auto-products",
+                args.auto_products,
+                not (args.auto_products and (args.one_row or args.packed)),
+                "given alone (it chooses --one-row and --packed)",
+            ),
+            (
                 "draft-precision",
                 args.draft_precision,
                 args.draft_precision in DRAFT_PRECISIONS,
@@ -244,9 +250,10 @@ def _check_speculate_flags(args):
 
 def _speculate_models(args):
     """The target and its drafter for `speculate`: the target in the precision that verifies exactly, the drafter in
-    it too unless `--draft-precision`, both with the CPU products the flags ask for."""
+    it too unless `--draft-precision`, both with the CPU products the flags ask for (or `choose_products` measures);
+    and the products' name."""
     from mdlm_kit.core.device import inference_precision, resolve_device
-    from mdlm_kit.core.layers import few_rows_linears
+    from mdlm_kit.core.layers import choose_products, few_rows_linears
     from mdlm_kit.drafts.eagle3 import Eagle3DraftModel
     from mdlm_kit.drafts.speculate import load_draft, set_draft_precision, tokens_per_cycle
     from mdlm_kit.drafts.targets import TargetModel
@@ -263,9 +270,12 @@ def _speculate_models(args):
     dtype = inference_precision(args.precision, dev, n, verifies=True).dtype
     tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=dtype)
     set_draft_precision(draft, args.draft_precision, dtype)  # int8 linears stay int8 under --packed
-    if args.one_row or args.packed:  # the same products for plain decoding, verification and drafting (02a_layers)
-        few_rows_linears(tgt.model, draft, one_row=True, packed=args.packed)
-    return tgt, draft
+    one_row, packed = args.one_row, args.packed
+    if args.auto_products:  # timed here, on the target's linears (02a_layers)
+        one_row, packed = (choose_products(tgt.model)[k] for k in ("one_row", "packed"))
+    if one_row or packed:  # the same products for plain decoding, verification and drafting (02a_layers)
+        few_rows_linears(tgt.model, draft, one_row=True, packed=packed)
+    return tgt, draft, "packed" if packed else "one-row" if one_row else "plain"
 
 
 def cmd_speculate(args):
@@ -273,7 +283,7 @@ def cmd_speculate(args):
     from mdlm_kit.drafts.targets import SamplingParams
 
     _check_speculate_flags(args)
-    tgt, draft = _speculate_models(args)
+    tgt, draft, products = _speculate_models(args)
     res = speculate(
         tgt,
         draft,
@@ -290,6 +300,7 @@ def cmd_speculate(args):
         lookup_branch=args.lookup_branch,
         runner_up=args.runner_up,
     )
+    res["products"] = products
     text = json.dumps(res, indent=1)
     if args.output:
         from mdlm_kit.core.checkpoint import atomic_write_text
@@ -473,6 +484,12 @@ def _add_speculate_machine_flags(p):
         action="store_true",
         help="--one-row, and 3-128 rows (bf16: 1-128) through oneDNN with weights packed for a few rows: cheaper "
         "verification where MKL's few-row kernels are slow (measure with bench/few_rows_matmul.py)",
+    )
+    p.add_argument(
+        "--auto-products",
+        action="store_true",
+        help="time the target's products on this machine (about a second) and choose --one-row and --packed by them; "
+        "the JSON reports the choice as products",
     )
 
 

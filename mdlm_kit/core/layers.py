@@ -7,6 +7,8 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/layers.html.md"""
 # %% ../../nbs/02a_layers.ipynb #c6cacbbe
 from __future__ import annotations
 import math
+import statistics
+import time
 import warnings
 import torch
 import torch.nn as nn
@@ -17,8 +19,8 @@ from .device import DeviceError
 # %% auto #0
 __all__ = ['FEW_ROWS_MAX', 'PACKED_ROWS', 'PACKED_FOR_ROWS', 'RMSNorm', 'rope_tables', 'apply_rope', 'few_rows_linear',
            'FewRowsLinear', 'OneRowLinear', 'packed_linear_available', 'pack_weight', 'packed_linear', 'PackedLinear',
-           'few_rows_linears', 'int8_linear_available', 'pack_int8_weight', 'int8_linear', 'Int8Linear', 'int8_linears',
-           'GatedMLP', 'make_optimizer', 'lr_schedule']
+           'few_rows_linears', 'choose_products', 'int8_linear_available', 'pack_int8_weight', 'int8_linear',
+           'Int8Linear', 'int8_linears', 'GatedMLP', 'make_optimizer', 'lr_schedule']
 
 # %% ../../nbs/02a_layers.ipynb #6e78ba4e
 class RMSNorm(nn.Module):
@@ -144,6 +146,44 @@ def few_rows_linears(
             if new is not PackedLinear:
                 m.__dict__.pop("_packed", None)  # free the packed copy
     return module
+
+# %% ../../nbs/02a_layers.ipynb #dbdfbe39
+def _product_forms(rows: int) -> dict:
+    "The forms `choose_products` times: name -> f(weight, its packed copy or None, x of `rows` rows)."
+    forms = {
+        "one row": lambda w, p, x: F.linear(x[:1], w),
+        "one row as two": lambda w, p, x: few_rows_linear(x[:1], w, min_rows=1),
+        f"{rows} rows": lambda w, p, x: few_rows_linear(x, w),
+    }
+    if packed_linear_available():
+        forms[f"{rows} rows packed"] = lambda w, p, x: packed_linear(x, p)
+    return forms
+
+
+def choose_products(module: nn.Module, rows: int = 5, repeats: int = 5) -> dict:
+    """`few_rows_linears`' `one_row` and `packed` for `module` on this machine, by timing its fp32 CPU linears in
+    each form (`_product_forms`), in turn, medians of `repeats` rounds after one warm-up round; with the times (ms)."""
+    ws = [m.weight.detach() for m in module.modules() if isinstance(m, nn.Linear)]
+    ws = [w for w in ws if w.device.type == "cpu" and w.dtype == torch.float32]
+    if not ws:  # bf16 or a GPU: nothing to choose, the products stay as they are
+        return {"one_row": False, "packed": False, "ms": {}}
+    forms = _product_forms(rows)
+    packed = [pack_weight(w) if f"{rows} rows packed" in forms else None for w in ws]
+    xs = [torch.randn(rows, w.shape[1], device=w.device) for w in ws]
+    times = {name: [] for name in forms}
+    with torch.no_grad():
+        for r in range(repeats + 1):
+            names = list(forms)[r % len(forms) :] + list(forms)[: r % len(forms)]  # a new order each round
+            for name in names:
+                t0 = time.perf_counter()
+                for w, p, x in zip(ws, packed, xs):
+                    forms[name](w, p, x)
+                if r:  # round 0 warms up
+                    times[name].append(time.perf_counter() - t0)
+    ms = {name: round(statistics.median(t) * 1e3, 3) for name, t in times.items()}
+    one_row = ms["one row as two"] < ms["one row"]
+    pk = one_row and f"{rows} rows packed" in ms and ms[f"{rows} rows packed"] < ms[f"{rows} rows"]
+    return {"one_row": one_row, "packed": pk, "ms": ms}
 
 # %% ../../nbs/02a_layers.ipynb #7a77ce17
 def int8_linear_available() -> bool:
