@@ -169,7 +169,8 @@ def choose_products(module: nn.Module, rows: int = 5, repeats: int = 5) -> dict:
         return {"one_row": False, "packed": False, "ms": {}}
     forms = _product_forms(rows)
     packed = [pack_weight(w) if f"{rows} rows packed" in forms else None for w in ws]
-    xs = [torch.randn(rows, w.shape[1], device=w.device) for w in ws]
+    g = torch.Generator().manual_seed(0)  # its own: timing must not move the caller's random stream
+    xs = [torch.randn(rows, w.shape[1], generator=g, device=w.device) for w in ws]
     times = {name: [] for name in forms}
     with torch.no_grad():
         for r in range(repeats + 1):
