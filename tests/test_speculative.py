@@ -515,18 +515,19 @@ def test_bf16_drafters_beside_an_fp32_target_are_lossless(setup, drafters):
 
 @pytest.mark.skipif(not int8_linear_available(), reason="no x86 (fbgemm) int8 kernels in this build")
 def test_int8_drafters_beside_an_fp32_target_are_lossless(setup, drafters):
-    """`--draft-precision int8`: every linear of both drafters computes with an int8 copy of its weight (the target
-    packed, as `--packed` makes it): the output is the fp32 target's plain greedy output, the overfit drafters are
-    still accepted, and their drafts moved (int8 is not fp32), so the int8 path really ran."""
+    """`--draft-precision int8`: every linear of both drafters but `fc` computes with an int8 copy of its weight (the
+    target packed, as `--packed` makes it): the output is the fp32 target's plain greedy output, the overfit drafters
+    are still accepted, and the head's logits moved (int8 is not fp32), so the int8 path really ran."""
     import copy
     from mdlm_kit.core.layers import Int8Linear, few_rows_linears
     from mdlm_kit.drafts.speculate import make_proposer, set_draft_precision
 
     tgt, tables, prompt, answer = setup
     df, e3 = (set_draft_precision(copy.deepcopy(d), "int8", torch.float32) for d in drafters)
-    linears = [m for d in (df, e3) for m in d.modules() if isinstance(m, torch.nn.Linear)]
+    linears = [m for d in (df, e3) for n, m in d.named_modules() if isinstance(m, torch.nn.Linear) and n != "fc"]
     assert linears and all(type(m) is Int8Linear for m in linears)
-    few_rows_linears(tgt.model, df, e3, packed=True)  # the target's linears only: the drafters' stay int8
+    assert type(df.fc) is type(e3.fc) is type(drafters[0].fc)  # INT8_KEEP: the features' projection stays fp32
+    few_rows_linears(tgt.model, df, e3, packed=True)  # the drafters' int8 linears stay int8
     assert all(type(m) is Int8Linear for m in linears)
     ref = plain_decode(tgt, prompt, 40).tokens
     with torch.no_grad():  # the head's logits: close to fp32's, not equal

@@ -235,10 +235,12 @@ class Int8Linear(nn.Linear):
         return int8_linear(x, self.int8_weight())
 
 
-def int8_linears(module: nn.Module, *more: nn.Module, enable: bool = True) -> nn.Module:
-    """Switch every linear inside `module` (and each of `more`) to `Int8Linear`, or back to `nn.Linear` with
-    `enable=False`, in place; returns `module`. For a drafter on an x86 CPU."""
-    mods = [x for mod in (module, *more) for x in mod.modules()]
+def int8_linears(module: nn.Module, *more: nn.Module, enable: bool = True, keep: tuple = ()) -> nn.Module:
+    """Switch every linear inside `module` (and each of `more`) to `Int8Linear`, except those named in `keep` (as
+    `named_modules` names them), or back to `nn.Linear` with `enable=False`, in place; returns `module`. For a
+    drafter on an x86 CPU."""
+    named = [(n, x) for mod in (module, *more) for n, x in mod.named_modules() if not (enable and n in keep)]
+    mods = [x for _, x in named]
     if enable and not int8_linear_available():
         raise DeviceError("int8 linears need torch's x86 (fbgemm) int8 kernels; use --draft-precision fp32 or bf16.")
     where = {p.device.type for m in mods for p in m.parameters(recurse=False)} - {"cpu"}

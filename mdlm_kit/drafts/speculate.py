@@ -19,8 +19,8 @@ from .speculative import speculative_decode, summarize_runs
 from .targets import SamplingParams, digests_match
 
 # %% auto #0
-__all__ = ['CPU_DRAFT_TOKENS', 'default_draft_tokens', 'tokens_per_cycle', 'load_draft', 'set_draft_precision', 'draft_precision',
-           'make_proposer', 'load_prompts', 'chat_ids', 'speculate']
+__all__ = ['CPU_DRAFT_TOKENS', 'INT8_KEEP', 'default_draft_tokens', 'tokens_per_cycle', 'load_draft', 'set_draft_precision',
+           'draft_precision', 'make_proposer', 'load_prompts', 'chat_ids', 'speculate']
 
 # %% ../../nbs/17_speculate.ipynb #2b1ce130
 CPU_DRAFT_TOKENS = 3  # on a CPU, 4 tokens verify for about 1.2 decode steps, 6-8 for 1.5-1.8 (bench/few_rows_matmul.py)
@@ -57,11 +57,14 @@ def load_draft(path, device="cpu", dtype=torch.float32):
     )
 
 
+INT8_KEEP = ("fc",)  # both drafters' projection of the target's hidden states: their outlier channels need fp32
+
+
 def set_draft_precision(draft, name: str, target_dtype: torch.dtype):
     """A drafter in the precision `--draft-precision` names: its weights cast by `draft_dtype`, and with `int8` its
-    linears switched to `Int8Linear` (lesson 02a); returns `draft`."""
+    linears but `INT8_KEEP` switched to `Int8Linear` (lesson 02a); returns `draft`."""
     cast_weights(draft, draft_dtype(name, target_dtype))
-    return int8_linears(draft) if name == "int8" else draft
+    return int8_linears(draft, keep=INT8_KEEP) if name == "int8" else draft
 
 
 def draft_precision(draft) -> str:
