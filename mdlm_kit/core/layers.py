@@ -239,12 +239,11 @@ def int8_linears(module: nn.Module, *more: nn.Module, enable: bool = True, keep:
     """Switch every linear inside `module` (and each of `more`) to `Int8Linear`, except those named in `keep` (as
     `named_modules` names them), or back to `nn.Linear` with `enable=False`, in place; returns `module`. For a
     drafter on an x86 CPU."""
-    named = [(n, x) for mod in (module, *more) for n, x in mod.named_modules() if not (enable and n in keep)]
-    mods = [x for _, x in named]
+    mods = [x for mod in (module, *more) for n, x in mod.named_modules() if not (enable and n in keep)]
     if enable and not int8_linear_available():
         raise DeviceError("int8 linears need torch's x86 (fbgemm) int8 kernels; use --draft-precision fp32 or bf16.")
-    where = {p.device.type for m in mods for p in m.parameters(recurse=False)} - {"cpu"}
-    if enable and where:
+    where = {p.device.type for m in mods for p in m.parameters(recurse=False)} - {"cpu"} if enable else set()
+    if where:
         raise DeviceError(
             f"int8 linears run on a CPU, not {', '.join(sorted(where))}; use --draft-precision bf16 there."
         )
