@@ -22,7 +22,8 @@ import torch
 from mdlm_kit.drafts.chat_data import heldout_prompts
 from mdlm_kit.core.device import cpu_supports_bf16, inference_precision, resolve_device
 from mdlm_kit.core.layers import few_rows_linears
-from mdlm_kit.drafts.speculate import chat_ids, load_draft, load_prompts, make_proposer, set_draft_precision
+from mdlm_kit.drafts.speculate import chat_ids, load_draft, load_prompts, lookup_store, make_proposer
+from mdlm_kit.drafts.speculate import set_draft_precision
 from mdlm_kit.drafts.speculative import (
     DecodeResult,
     PromptLookupProposer,
@@ -60,6 +61,7 @@ class Method(NamedTuple):
     runner_up: float = 0.0
     branch: int = 0  # lookup_branch
     precision: str = "same"  # the drafter's (set_draft_precision)
+    store: bool = False  # the lookup fed by --lookup-store too
 
 
 def _methods(args) -> list[Method]:
@@ -85,11 +87,19 @@ def _methods(args) -> list[Method]:
         out += [
             m._replace(name=f"{m.name}+pl{int(n)}", branch=int(n)) for n in _floats(args.lookup_branch) for m in mine
         ]
+        if args.lookup_store:  # and once more, the branch fed by the store where the context has no match
+            out += [
+                m._replace(name=f"{m.name}+pls{int(n)}", branch=int(n), store=True)
+                for n in _floats(args.lookup_branch)
+                for m in mine
+            ]
     precisions = [x.strip() for x in args.draft_precision.split(",") if x.strip()] or ["same"]
     # each drafter once per precision
     out = [m if p == "same" else m._replace(name=f"{m.name}@{p}", precision=p) for p in precisions for m in out]
     if args.prompt_lookup:  # the drafter with no weights: a baseline every trained drafter should beat
         out.append(Method("prompt-lookup", "", k=args.prompt_lookup))
+        if args.lookup_store:
+            out.append(Method("prompt-lookup+store", "", k=args.prompt_lookup, store=True))
     only = [x.strip() for x in args.only.split(",") if x.strip()]
     unknown = sorted(set(only) - {m.name for m in out})
     if unknown:
@@ -123,6 +133,7 @@ def measure(args, dev, precision):
     )
     ids = [chat_ids(tok, m) for m in prompts]
     methods = _methods(args)
+    store = lookup_store(args.lookup_store, tok) if args.lookup_store else None  # NgramStore, lesson 10a
     drafts = {  # each drafter once per precision; int8 linears stay int8 under --packed
         (m.path, m.precision): set_draft_precision(load_draft(m.path, dev), m.precision, prec.dtype)
         for m in methods
@@ -147,9 +158,10 @@ def measure(args, dev, precision):
                 min_confidence=m.conf,
                 lookup_branch=m.branch,
                 runner_up=m.runner_up,
+                lookup_store=store if m.store else None,
             )
             if m.path
-            else PromptLookupProposer(m.k)
+            else PromptLookupProposer(m.k, store=store if m.store else None)
         )
         return speculative_decode(tgt, proposer, ids[i], args.max_new_tokens, SamplingParams(), 0, eos)
 
@@ -183,6 +195,8 @@ def measure(args, dev, precision):
         "n_prompts": len(ids),
         "max_new_tokens": args.max_new_tokens,
         "repeats": args.repeats,
+        "lookup_store": args.lookup_store,
+        "lookup_store_tokens": 0 if store is None else len(store.tokens),
         "plain_tokens_per_s": round(plain_tps, 2),
         "hf_generate": {
             "same_tokens": f"{hf_same}/{len(ids)}",
@@ -287,6 +301,12 @@ def main():
         default="",
         help="comma list: also run each drafter setting with prompt lookup's continuation of this many tokens "
         "grafted beside its drafts (NAME+plN)",
+    )
+    ap.add_argument(
+        "--lookup-store",
+        default="",
+        help="a JSONL of conversations (the drafter's training data): each lookup branch and --prompt-lookup once "
+        "more, fed by its n-grams where the answer's context has no match (NAME+plsN, prompt-lookup+store)",
     )
     ap.add_argument(
         "--runner-up",

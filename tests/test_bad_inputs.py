@@ -381,6 +381,16 @@ CASES = [
         "--runner-up must be in [0, 1), not 1.0",
     ),
     (
+        "speculate-lookup-store-without-branch",
+        lambda w, b: _speculate(w, "--lookup-store", f"{w}/prompts.jsonl"),
+        "--lookup-store must be given with --lookup-branch N > 0 (it feeds that branch)",
+    ),
+    (
+        "speculate-lookup-store-missing",
+        lambda w, b: _speculate(w, "--lookup-branch", "4", "--lookup-store", f"{b}/none.jsonl", "--prompts", "heldout"),
+        "none.jsonl' does not exist",
+    ),
+    (
         "speculate-draft-precision",
         lambda w, b: _speculate(w, "--draft-precision", "fp16"),
         "--draft-precision must be same, fp32, bf16 or int8, not fp16",

@@ -74,7 +74,7 @@ def _method_args(tmp_path, **kw):
         (tmp_path / name / "config.json").write_text("{}")
     base = dict(dflash=str(tmp_path / "df"), dpace="", eagle3=str(tmp_path / "e3"), num_draft_tokens=6)
     base.update(dflash_draft_tokens=4, min_confidence="0.3", chain_lengths="", tree_nodes=0, tree_depth=None)
-    base.update(lookup_branch="", runner_up="", prompt_lookup=0, only="", draft_precision="same")
+    base.update(lookup_branch="", runner_up="", prompt_lookup=0, only="", draft_precision="same", lookup_store="")
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -138,4 +138,21 @@ def test_draft_precision_runs_each_drafter_method_again(tmp_path):
         "eagle3@bf16": (0, "bf16"),
         "eagle3+pl4@bf16": (4, "bf16"),
         "prompt-lookup": (0, "same"),
+    }
+
+
+def test_lookup_store_runs_each_branch_and_prompt_lookup_again(tmp_path):
+    """`--lookup-store FILE`: each lookup branch again as NAME+plsN, and prompt lookup again as prompt-lookup+store,
+    those with the store and the rest without."""
+    args = _method_args(tmp_path, dflash="", lookup_branch="4", prompt_lookup=3, lookup_store="chat.jsonl")
+    got = {m.name: (m.branch, m.store) for m in speculate._methods(args)}
+    assert got == {
+        "eagle3": (0, False),
+        "eagle3-conf0.3": (0, False),
+        "eagle3+pl4": (4, False),
+        "eagle3-conf0.3+pl4": (4, False),
+        "eagle3+pls4": (4, True),
+        "eagle3-conf0.3+pls4": (4, True),
+        "prompt-lookup": (0, False),
+        "prompt-lookup+store": (0, True),
     }

@@ -25,7 +25,7 @@ def test_speculative_decoders_name_their_devices(target):
     from mdlm_kit.drafts.dflash import DFlashConfig, DFlashDraftModel
     from mdlm_kit.drafts.eagle3 import Eagle3Config, Eagle3DraftModel
     from mdlm_kit.drafts.speculate import make_proposer
-    from mdlm_kit.drafts.speculative import PromptLookupProposer, plain_decode, speculative_decode
+    from mdlm_kit.drafts.speculative import NgramStore, PromptLookupProposer, plain_decode, speculative_decode
     from mdlm_kit.drafts.targets import SamplingParams
 
     tables = target.embeddings_and_head()
@@ -45,6 +45,9 @@ def test_speculative_decoders_name_their_devices(target):
             for branches in (1, 3):
                 r = speculative_decode(target, PromptLookupProposer(3, ngram=1, branches=branches), p + p, 6, sp)
                 assert len(r.tokens) == 6
+            store = NgramStore([p + p[:4]], max_n=3)  # a store that continues the prompt: a branch from it
+            r = speculative_decode(target, make_proposer(e3, tables, 3, lookup_branch=3, lookup_store=store), p, 6, sp)
+            assert len(r.tokens) == 6
     _check(audit)
 
 

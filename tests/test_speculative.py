@@ -10,6 +10,7 @@ from mdlm_kit.drafts.dflash import DFlashConfig, DFlashDraftModel, DFlashPropose
 from mdlm_kit.drafts.eagle3 import Eagle3Config, Eagle3DraftModel, Eagle3Proposer, Eagle3TreeProposer, eagle3_forward
 from mdlm_kit.drafts.speculative import (
     LookupBranchProposer,
+    NgramStore,
     PromptLookupProposer,
     plain_decode,
     speculative_decode,
@@ -190,6 +191,34 @@ def test_lookup_branch_is_lossless_and_adds_what_the_drafter_misses(setup, draft
                 assert proposer.trees > 0  # and it left the drafts somewhere
 
 
+def test_lookup_store_drafts_the_stored_answer_and_stays_lossless(setup, drafters):
+    """A store holding the target's own answer to the prompt (as the self-distilled chat data holds the target's
+    answers): prompt lookup alone and the branch beside DFlash, the EAGLE-3 chain and the tree draft it from the store,
+    whole branches are accepted, and every output equals plain decoding, for untrained and overfit drafters."""
+    tgt, tables, prompt, answer = setup
+    ref = answer[:30]
+    store = NgramStore([prompt + answer], max_n=4)
+    alone = speculative_decode(tgt, PromptLookupProposer(k=4), prompt, 30)
+    fed = speculative_decode(tgt, PromptLookupProposer(k=4, store=store), prompt, 30)
+    assert alone.tokens == ref and fed.tokens == ref
+    assert summarize_runs([fed])["tau_pooled"] > summarize_runs([alone])["tau_pooled"] + 1, (alone.cycles, fed.cycles)
+    # the first cycle: the context has no earlier match, the store drafts the answer's first 4 tokens, all accepted
+    assert fed.cycles[0] == 5 and alone.cycles[0] < 5, (alone.cycles, fed.cycles)
+    torch.manual_seed(1)
+    df0 = DFlashDraftModel(DFlashConfig.from_target(tgt.config, mask_token_id=0, block_size=BS, num_feature_layers=2))
+    e30 = Eagle3DraftModel(Eagle3Config.from_target(tgt.config))
+    for trained, (df, e3) in ((False, (df0, e30)), (True, drafters)):
+        for make in (
+            lambda: DFlashProposer(df, tables, 3),
+            lambda: Eagle3Proposer(e3, tables, 3),
+            lambda: Eagle3TreeProposer(e3, tables, 3, 2, 6),
+        ):
+            r = speculative_decode(tgt, LookupBranchProposer(make(), k=4, store=store), prompt, 30)
+            assert r.tokens == ref, trained
+            if not trained:  # the untrained drafter accepts almost nothing; the store's branch passes 4 drafts at once
+                assert r.cycles[0] == 5, r.cycles
+
+
 def _wrong_first(draft, token: int):
     "A copy of `draft` that always ranks target token `token` first: its own first choice becomes its runner-up."
     import copy
@@ -324,7 +353,11 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
     df.save_pretrained(tmp_path / "df")
     e3.save_pretrained(tmp_path / "e3")
     (tmp_path / "p.jsonl").write_text('{"turns": ["What is a list?"]}\nplain line prompt\n')
+    chat = [{"role": "user", "content": "What is a list?"}, {"role": "assistant", "content": "A list."}]
+    chat = json.dumps({"conversations": chat})
+    (tmp_path / "c.jsonl").write_text(chat + "\n")  # a lookup store for the EAGLE-3 run
     e3_flags = ["--one-row", "--lookup-branch", "3", "--runner-up", "0.05"]
+    e3_flags += ["--lookup-store", str(tmp_path / "c.jsonl")]
     runs = [("df", []), ("e3", e3_flags), ("df", ["--packed", "--draft-precision", "bf16"])]
     runs += [("e3", ["--packed", "--draft-precision", "int8"])] if int8_linear_available() else []
     for run, (d, flags) in enumerate(runs):
@@ -350,6 +383,7 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
         r = json.loads((tmp_path / f"{run}.json").read_text())
         assert r["lossless"] is True and r["n_prompts"] == 2 and "speedup" in r
         assert (r["lookup_branch"], r["runner_up"]) == ((3, 0.05) if run == 1 else (0, 0.0))
+        assert (r["lookup_store_tokens"] > 0) == (run == 1)
         assert r["draft_dtype"] == {2: "bfloat16", 3: "int8"}.get(run, "float32")
         assert r["products"] == ["plain", "one-row", "packed", "packed"][run]
         committed = sum(int(k) * v for k, v in r["tokens_per_cycle_histogram"].items())

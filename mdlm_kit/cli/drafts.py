@@ -228,6 +228,12 @@ def _check_speculate_flags(args):
             ("tree-top-k", args.tree_top_k, args.tree_top_k >= 1, "at least 1"),
             ("min-confidence", args.min_confidence, 0 <= args.min_confidence <= 1, "in [0, 1]"),
             ("lookup-branch", args.lookup_branch, args.lookup_branch >= 0, "0 (none) or more"),
+            (
+                "lookup-store",
+                args.lookup_store,
+                not args.lookup_store or args.lookup_branch > 0,
+                "given with --lookup-branch N > 0 (it feeds that branch)",
+            ),
             ("runner-up", args.runner_up, 0 <= args.runner_up < 1, "in [0, 1)"),
             (
                 "auto-products",
@@ -279,11 +285,12 @@ def _speculate_models(args):
 
 
 def cmd_speculate(args):
-    from mdlm_kit.drafts.speculate import load_prompts, speculate
+    from mdlm_kit.drafts.speculate import load_prompts, lookup_store, speculate
     from mdlm_kit.drafts.targets import SamplingParams
 
     _check_speculate_flags(args)
     tgt, draft, products = _speculate_models(args)
+    store = lookup_store(args.lookup_store, tgt.tokenizer) if args.lookup_store else None
     res = speculate(
         tgt,
         draft,
@@ -299,6 +306,7 @@ def cmd_speculate(args):
         min_confidence=args.min_confidence,
         lookup_branch=args.lookup_branch,
         runner_up=args.runner_up,
+        lookup_store=store,
     )
     res["products"] = products
     text = json.dumps(res, indent=1)
@@ -451,6 +459,12 @@ def _add_speculate_decoder_flags(p):
         default=0,
         help="also verify prompt lookup's continuation of this many tokens beside the drafts, as a second branch of "
         "one tree (0: none; greedy or point-mass drafts only)",
+    )
+    p.add_argument(
+        "--lookup-store",
+        default="",
+        help="a JSONL of conversations (e.g. the drafter's training data, runs/r6/chat/train.jsonl) whose n-grams "
+        "feed the lookup branch where the answer's context has no match (needs --lookup-branch)",
     )
     p.add_argument(
         "--runner-up",

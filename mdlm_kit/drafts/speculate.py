@@ -11,16 +11,17 @@ from pathlib import Path
 import torch
 from ..core.device import cast_weights, draft_dtype
 from ..core.layers import Int8Linear, int8_linears
-from .chat_data import embedded_prompts, heldout_prompts, normalize_conversation
+from .chat_data import embedded_prompts, heldout_prompts, load_conversations, normalize_conversation
+from .chat_data import tokenize_conversation
 from .dflash import DFlashDraftModel, DFlashProposer, is_dflash_config
 from .eagle3 import Eagle3DraftModel, Eagle3Proposer, Eagle3TreeProposer
-from .speculative import LookupBranchProposer, SpeculativeError, plain_decode
+from .speculative import LookupBranchProposer, NgramStore, SpeculativeError, plain_decode
 from .speculative import speculative_decode, summarize_runs
 from .targets import SamplingParams, digests_match
 
 # %% auto #0
 __all__ = ['CPU_DRAFT_TOKENS', 'INT8_KEEP', 'default_draft_tokens', 'tokens_per_cycle', 'load_draft', 'set_draft_precision',
-           'draft_precision', 'make_proposer', 'load_prompts', 'chat_ids', 'speculate']
+           'draft_precision', 'make_proposer', 'load_prompts', 'chat_ids', 'lookup_store', 'speculate']
 
 # %% ../../nbs/17_speculate.ipynb #2b1ce130
 CPU_DRAFT_TOKENS = 3  # on a CPU, 4 tokens verify for about 1.2 decode steps, 6-8 for 1.5-1.8 (bench/few_rows_matmul.py)
@@ -83,13 +84,14 @@ def make_proposer(
     min_confidence: float = 0.0,
     lookup_branch: int = 0,
     runner_up: float = 0.0,
+    lookup_store: NgramStore | None = None,
 ):
     """The one choice of decoder: DFlash, or EAGLE-3 as a chain, or as a tree of `tree_nodes` nodes (depth =
     `num_draft_tokens`, `tree_top_k` children per node). A chain or DFlash block is cut before a draft after the first
     whose probability under the drafter is below `min_confidence` (0: never). `runner_up` > 0 adds beside each EAGLE-3
     chain draft its runner-up when the drafter gives the runner-up's path at least that probability. A positive
     `lookup_branch` grafts prompt lookup's continuation of that many tokens beside the drafts
-    (`LookupBranchProposer`)."""
+    (`LookupBranchProposer`), taken from `lookup_store` too where the context has none (`NgramStore`)."""
     k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
     tables = tables.as_dtype(next(draft.parameters()).dtype)  # a drafter may draft in another precision
     if runner_up > 0 and (isinstance(draft, DFlashDraftModel) or tree_nodes):
@@ -97,13 +99,15 @@ def make_proposer(
             "runner_up is for the EAGLE-3 chain (a tree already verifies several children per node); "
             "pass runner_up=0, or an EAGLE-3 drafter without tree_nodes."
         )
+    if lookup_store is not None and not lookup_branch:
+        raise SpeculativeError("a lookup store feeds the lookup branch; pass lookup_branch > 0 with it.")
     if isinstance(draft, DFlashDraftModel):
         p = DFlashProposer(draft, tables, k, min_confidence)
     elif tree_nodes:
         p = Eagle3TreeProposer(draft, tables, depth=k, top_k=tree_top_k, tree_nodes=tree_nodes)
     else:
         p = Eagle3Proposer(draft, tables, k, min_confidence, runner_up)
-    return LookupBranchProposer(p, lookup_branch) if lookup_branch else p
+    return LookupBranchProposer(p, lookup_branch, store=lookup_store) if lookup_branch else p
 
 # %% ../../nbs/17_speculate.ipynb #e1527678
 def load_prompts(path: str, n: int | None = None, seed: int = 1) -> list[list[dict]]:
@@ -151,6 +155,14 @@ def chat_ids(tokenizer, messages) -> list[int]:
         "input_ids"
     ]
 
+# %% ../../nbs/17_speculate.ipynb #a6271084
+def lookup_store(path, tokenizer, max_n: int = 4, min_n: int = 2) -> NgramStore:
+    "An `NgramStore` of the conversations in `path` (JSONL), tokenized under `tokenizer`'s chat template."
+    convs = load_conversations(path)
+    return NgramStore(
+        [tokenize_conversation(tokenizer, c["messages"])["input_ids"].tolist() for c in convs], max_n, min_n
+    )
+
 # %% ../../nbs/17_speculate.ipynb #77fb9fe2
 def speculate(
     target,
@@ -167,6 +179,7 @@ def speculate(
     min_confidence: float = 0.0,
     lookup_branch: int = 0,
     runner_up: float = 0.0,
+    lookup_store: NgramStore | None = None,
 ) -> dict:
     """Speculative decoding over chat prompts with the drafter's decoder (`make_proposer`); returns the metrics, with
     `lossless` at temperature 0. `num_draft_tokens`: how deep a cycle goes (default: `default_draft_tokens`)."""
@@ -183,7 +196,15 @@ def speculate(
     for i, msgs in enumerate(tqdm(prompts, disable=not progress, desc="speculate")):
         ids = chat_ids(tok, msgs)
         proposer = make_proposer(
-            draft, tables, num_draft_tokens, tree_nodes, tree_top_k, min_confidence, lookup_branch, runner_up
+            draft,
+            tables,
+            num_draft_tokens,
+            tree_nodes,
+            tree_top_k,
+            min_confidence,
+            lookup_branch,
+            runner_up,
+            lookup_store,
         )
         r = speculative_decode(target, proposer, ids, max_new_tokens, sp, seed + i, eos)
         runs.append(r)
@@ -197,6 +218,7 @@ def speculate(
             "temperature": sp.temperature,
             "drafter": "dflash" if isinstance(draft, DFlashDraftModel) else ("eagle3-tree" if tree_nodes else "eagle3"),
             "lookup_branch": lookup_branch,
+            "lookup_store_tokens": 0 if lookup_store is None else len(lookup_store.tokens),
             "runner_up": runner_up,
             "draft_dtype": draft_precision(draft),
         }

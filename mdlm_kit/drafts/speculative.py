@@ -14,8 +14,8 @@ from ..core.device import KitError, synchronize
 
 # %% auto #0
 __all__ = ['SpeculativeError', 'accept_draft', 'verify', 'CachedTarget', 'DecodeResult', 'plain_decode', 'Proposal', 'Proposer',
-           'tree_mask', 'accept_tree', 'check_proposal', 'speculative_decode', 'PromptLookupProposer', 'graft',
-           'LookupBranchProposer', 'add_runner_ups', 'decode_tokens_per_s', 'summarize_runs']
+           'tree_mask', 'accept_tree', 'check_proposal', 'speculative_decode', 'PromptLookupProposer', 'NgramStore',
+           'graft', 'LookupBranchProposer', 'add_runner_ups', 'decode_tokens_per_s', 'summarize_runs']
 
 # %% ../../nbs/10a_speculative.ipynb #7a2bba9b
 class SpeculativeError(KitError, ValueError):
@@ -348,24 +348,32 @@ class PromptLookupProposer(Proposer):
     """A drafter with no weights: the `k` tokens that followed the newest earlier match of the last `ngram` committed
     tokens (shorter suffixes if none matches); `branches` > 1 merges that many matches' continuations into a tree."""
 
-    def __init__(self, k: int = 4, ngram: int = 2, branches: int = 1):
-        self.k, self.ngram, self.branches = k, ngram, branches
+    def __init__(self, k: int = 4, ngram: int = 2, branches: int = 1, store: NgramStore | None = None):
+        self.k, self.ngram, self.branches, self.store = k, ngram, branches, store
 
     def begin(self, prompt_ids, features, first):
         self.seq = list(prompt_ids) + [first]
 
+    def matches(self, n: int, k: int) -> list[list[int]]:
+        """Distinct continuations (at most `branches`) of earlier matches of the last `n` tokens: the longest first (a
+        match just before the end is cut short), the newest first among equals."""
+        s, found = self.seq, []
+        for i in range(len(s) - n - 1, -1, -1):  # newest first; the suffix itself is not a match
+            cont = s[i + n : i + n + k]
+            if s[i : i + n] == s[-n:] and cont not in found:
+                found.append(cont)
+        return sorted(found, key=len, reverse=True)[: self.branches]  # a stable sort: newest first among equals
+
     def continuations(self, k: int) -> list[list[int]]:
-        """Distinct continuations (at most `branches`) of earlier matches of the longest suffix that has any: the
-        longest first (a match just before the end is cut short), the newest first among equals."""
-        s = self.seq
-        for n in range(min(self.ngram, len(s) - 1), 0, -1):
-            tail, found = s[-n:], []
-            for i in range(len(s) - n - 1, -1, -1):  # newest first; the suffix itself is not a match
-                cont = s[i + n : i + n + k]
-                if s[i : i + n] == tail and cont not in found:
-                    found.append(cont)
+        """The `matches` of the longest suffix that has any; with a `store`, its continuation (one) comes before those
+        of suffixes shorter than `ngram`."""
+        longest = min(self.ngram, len(self.seq) - 1)
+        for n in range(longest, 0, -1):
+            found = self.matches(n, k)
+            if not found and n == longest and self.store is not None:
+                found = [c for c in [self.store.continuation(self.seq, k)] if c]
             if found:
-                return sorted(found, key=len, reverse=True)[: self.branches]  # a stable sort: newest first among equals
+                return found
         return []
 
     def propose(self, b, start, budget, sp, g=None):
@@ -385,6 +393,68 @@ class PromptLookupProposer(Proposer):
 
     def commit(self, new, features):
         self.seq += new
+
+# %% ../../nbs/10a_speculative.ipynb #8d9ebea9
+class NgramStore:
+    """Token sequences indexed by their `min_n`- to `max_n`-grams; `continuation` proposes the most frequent
+    continuation of the longest suffix of a context that occurs in them (retrieval drafting)."""
+
+    def __init__(self, seqs: list[list[int]], max_n: int = 4, min_n: int = 2):
+        if not 1 <= min_n <= max_n:
+            raise ValueError(f"NgramStore needs 1 <= min_n <= max_n; got min_n={min_n}, max_n={max_n}.")
+        flat = [t for s in seqs for t in [*s, -1]]  # -1 ends each sequence: no n-gram or continuation crosses it
+        self.tokens = torch.tensor(flat + [-1], dtype=torch.long, device="cpu")
+        self.base = max(flat, default=0) + 2  # ids + 1 are digits 1..V; 0 is the end mark
+        if self.base**max_n >= 2**63:
+            raise ValueError(
+                f"{max_n} ids of a {self.base - 1}-id vocabulary do not fit in one 63-bit key; pass a smaller max_n."
+            )
+        self.min_n, self.max_n = min_n, max_n
+        self.keys, self.after = {}, {}  # n -> sorted keys, and the place after each n-gram, in key order
+        digits = self.tokens + 1
+        for n in range(min_n, max_n + 1):
+            m = max(len(digits) - n, 0)
+            key = torch.zeros(m, dtype=torch.long, device="cpu")  # the store lives on the CPU, as drafts do
+            ok = torch.ones(m, dtype=torch.bool, device="cpu")
+            for j in range(n):  # Horner: the oldest id is the highest digit
+                key = key * self.base + digits[j : j + m]
+                ok &= digits[j : j + m] > 0
+            ok &= digits[n : n + m] > 0  # something follows it
+            key, order = key[ok].sort(stable=True)  # stable: the places of equal keys stay in text order
+            self.keys[n], self.after[n] = key, ok.nonzero().squeeze(1)[order] + n
+
+    def key(self, ids: list[int]) -> int:
+        "The integer key of the n-gram `ids` (0 if an id is out of the store's range)."
+        k = 0
+        for t in ids:
+            if not 0 <= t < self.base - 1:
+                return 0
+            k = k * self.base + t + 1
+        return k
+
+    def places(self, ids: list[int]) -> torch.Tensor:
+        "The places after each occurrence of the n-gram `ids`, in text order (empty if it never occurs)."
+        keys, k = self.keys[len(ids)], self.key(ids)
+        lo, hi = (int(torch.searchsorted(keys, k, right=r)) for r in (False, True))
+        return self.after[len(ids)][lo:hi]
+
+    def continuation(self, context: list[int], k: int) -> list[int]:
+        "Up to `k` tokens: the most frequent path after the longest suffix of `context` that occurs (none: [])."
+        for n in range(min(self.max_n, len(context)), self.min_n - 1, -1):
+            at = self.places(context[-n:])
+            if len(at):
+                break
+        else:
+            return []
+        path = []
+        for j in range(k):
+            nxt = self.tokens[at + j]  # the store ends with -1, and every place is before an end mark
+            ids, counts = nxt[nxt >= 0].unique(return_counts=True)  # sorted ids: argmax takes the smallest in a tie
+            if not len(ids):
+                break
+            path.append(int(ids[counts.argmax()]))
+            at = at[nxt == path[-1]]
+        return path
 
 # %% ../../nbs/10a_speculative.ipynb #26f44e26
 def graft(prop: Proposal, branch: list[int]) -> Proposal:
@@ -409,11 +479,11 @@ def graft(prop: Proposal, branch: list[int]) -> Proposal:
 
 
 class LookupBranchProposer(Proposer):
-    """A drafter's proposal with prompt lookup's `k`-token continuation (`PromptLookupProposer(k, ngram)`) grafted
-    beside it; a proposal with sampled proposal rows (`q`) is left as it is."""
+    """A drafter's proposal with prompt lookup's `k`-token continuation (`PromptLookupProposer(k, ngram, store=store)`)
+    grafted beside it; a proposal with sampled proposal rows (`q`) is left as it is."""
 
-    def __init__(self, main: Proposer, k: int = 4, ngram: int = 2):
-        self.main, self.lookup = main, PromptLookupProposer(k, ngram)
+    def __init__(self, main: Proposer, k: int = 4, ngram: int = 2, store: NgramStore | None = None):
+        self.main, self.lookup = main, PromptLookupProposer(k, ngram, store=store)
         self.layer_ids = main.layer_ids
 
     def begin(self, prompt_ids, features, first):
