@@ -346,9 +346,10 @@ def speculative_decode(
 # %% ../../nbs/10a_speculative.ipynb #3797f369
 class PromptLookupProposer(Proposer):
     """A drafter with no weights: the `k` tokens that followed the newest earlier match of the last `ngram` committed
-    tokens (shorter suffixes if none matches); `branches` > 1 merges that many matches' continuations into a tree."""
+    tokens (shorter suffixes if none matches); `branches` > 1 merges that many matches' continuations into a tree. A
+    `store` (an `NgramStore`, below) is asked where the full suffix has no match."""
 
-    def __init__(self, k: int = 4, ngram: int = 2, branches: int = 1, store: NgramStore | None = None):
+    def __init__(self, k: int = 4, ngram: int = 2, branches: int = 1, store=None):
         self.k, self.ngram, self.branches, self.store = k, ngram, branches, store
 
     def begin(self, prompt_ids, features, first):
