@@ -402,12 +402,12 @@ class NgramStore:
 
     def __init__(self, seqs: list[list[int]], max_n: int = 4, min_n: int = 2):
         if not 1 <= min_n <= max_n:
-            raise ValueError(f"NgramStore needs 1 <= min_n <= max_n; got min_n={min_n}, max_n={max_n}.")
+            raise SpeculativeError(f"NgramStore needs 1 <= min_n <= max_n; got min_n={min_n}, max_n={max_n}.")
         flat = [t for s in seqs for t in [*s, -1]]  # -1 ends each sequence: no n-gram or continuation crosses it
         self.tokens = torch.tensor(flat + [-1], dtype=torch.long, device="cpu")
         self.base = max(flat, default=0) + 2  # ids + 1 are digits 1..V; 0 is the end mark
         if self.base**max_n >= 2**63:
-            raise ValueError(
+            raise SpeculativeError(
                 f"{max_n} ids of a {self.base - 1}-id vocabulary do not fit in one 63-bit key; pass a smaller max_n."
             )
         self.min_n, self.max_n = min_n, max_n
