@@ -84,12 +84,10 @@ def _methods(args) -> list[Method]:
                 mine.append(Method("eagle3-tree", path, args.tree_nodes, args.tree_depth))
         out += mine
         # each setting again, with prompt lookup's branch beside its drafts
-        out += [
-            m._replace(name=f"{m.name}+pl{int(n)}", branch=int(n)) for n in _floats(args.lookup_branch) for m in mine
-        ]
-        if args.lookup_store:  # and once more, the branch fed by the store where the context has no match
+        # and once more with --lookup-store, the branch fed by the store where the context has no match (NAME+plsN)
+        for store in (False, True) if args.lookup_store else (False,):
             out += [
-                m._replace(name=f"{m.name}+pls{int(n)}", branch=int(n), store=True)
+                m._replace(name=f"{m.name}+pl{'s' * store}{int(n)}", branch=int(n), store=store)
                 for n in _floats(args.lookup_branch)
                 for m in mine
             ]

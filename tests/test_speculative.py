@@ -165,23 +165,31 @@ class _CountTrees(LookupBranchProposer):
         return p
 
 
+def _untrained_drafters(tgt):
+    "A DFlash and an EAGLE-3 drafter for `tgt`, untrained (seed 1): beside them, what is accepted is a branch's."
+    torch.manual_seed(1)
+    df = DFlashDraftModel(DFlashConfig.from_target(tgt.config, mask_token_id=0, block_size=BS, num_feature_layers=2))
+    return df, Eagle3DraftModel(Eagle3Config.from_target(tgt.config))
+
+
+def _three_decoders(df, e3, tables):
+    "Makers of DFlash's, the EAGLE-3 chain's and the EAGLE-3 tree's proposers, each drafting 3 deep."
+    return (
+        lambda: DFlashProposer(df, tables, 3),
+        lambda: Eagle3Proposer(e3, tables, 3),
+        lambda: Eagle3TreeProposer(e3, tables, 3, 2, 6),
+    )
+
+
 def test_lookup_branch_is_lossless_and_adds_what_the_drafter_misses(setup, drafters):
     """Prompt lookup's branch grafted beside DFlash, the EAGLE-3 chain and the tree: on a prompt where the target's
     answer recurs, greedy output equals plain decoding for untrained and overfit drafters, and beside an untrained
     drafter (τ near 1 alone) the branch makes trees and is accepted."""
     tgt, tables, prompt, answer = setup
-    torch.manual_seed(1)
-    df0 = DFlashDraftModel(DFlashConfig.from_target(tgt.config, mask_token_id=0, block_size=BS, num_feature_layers=2))
-    e30 = Eagle3DraftModel(Eagle3Config.from_target(tgt.config))
     p = prompt + answer[:20] + prompt  # the answer's start will recur
     ref = plain_decode(tgt, p, 30).tokens
-    for trained, (df, e3) in ((False, (df0, e30)), (True, drafters)):
-        makers = (
-            lambda: DFlashProposer(df, tables, 3),
-            lambda: Eagle3Proposer(e3, tables, 3),
-            lambda: Eagle3TreeProposer(e3, tables, 3, 2, 6),
-        )
-        for make in makers:
+    for trained, (df, e3) in ((False, _untrained_drafters(tgt)), (True, drafters)):
+        for make in _three_decoders(df, e3, tables):
             alone = speculative_decode(tgt, make(), p, 30)
             proposer = _CountTrees(make(), k=4)
             r = speculative_decode(tgt, proposer, p, 30)
@@ -204,15 +212,8 @@ def test_lookup_store_drafts_the_stored_answer_and_stays_lossless(setup, drafter
     assert summarize_runs([fed])["tau_pooled"] > summarize_runs([alone])["tau_pooled"] + 1, (alone.cycles, fed.cycles)
     # the first cycle: the context has no earlier match, the store drafts the answer's first 4 tokens, all accepted
     assert fed.cycles[0] == 5 and alone.cycles[0] < 5, (alone.cycles, fed.cycles)
-    torch.manual_seed(1)
-    df0 = DFlashDraftModel(DFlashConfig.from_target(tgt.config, mask_token_id=0, block_size=BS, num_feature_layers=2))
-    e30 = Eagle3DraftModel(Eagle3Config.from_target(tgt.config))
-    for trained, (df, e3) in ((False, (df0, e30)), (True, drafters)):
-        for make in (
-            lambda: DFlashProposer(df, tables, 3),
-            lambda: Eagle3Proposer(e3, tables, 3),
-            lambda: Eagle3TreeProposer(e3, tables, 3, 2, 6),
-        ):
+    for trained, (df, e3) in ((False, _untrained_drafters(tgt)), (True, drafters)):
+        for make in _three_decoders(df, e3, tables):
             r = speculative_decode(tgt, LookupBranchProposer(make(), k=4, store=store), prompt, 30)
             assert r.tokens == ref, trained
             if not trained:  # the untrained drafter accepts almost nothing; the store's branch passes 4 drafts at once
