@@ -2,7 +2,8 @@
 the D-PACE loss) and EAGLE-3 trained side by side; the wall and CPU time of every stage, the data sizes, and the
 drafters' held-out curves, written to one JSON file.
 
-    python bench/drafter_recipe.py --output-dir runs/r6        # SmolLM2-135M-Instruct: 70 min, 1.9 CPU-hours
+    python bench/drafter_recipe.py --output-dir runs/r8        # SmolLM2-135M-Instruct: 72 min, 1.8 CPU-hours
+    python bench/drafter_recipe.py --output-dir runs/r6 --eagle3-steps 1000 --train-precision fp32   # r6: 1.9 CPU-hours
     python bench/drafter_recipe.py --output-dir runs/r7 --num-prompts 850 --self-prompts 850   # r7: 2.04 CPU-hours,
                                                                      # lower tau than r6 (lesson 18)
     python bench/drafter_recipe.py --collect runs/r3           # only rebuild the JSON from a finished run
@@ -15,7 +16,8 @@ stage ends, so `--collect` can rebuild the summary later, and the same command s
 stage not finished (delete what a killed stage wrote first). Run it with nothing else on the cores. (The times above: a
 2-core EPYC with AVX-512 BF16, where `inference_precision` generates the answers and features in bf16; on a CPU that
 makes them in fp32, as the AVX2 machine of r3 did at 1.7-1.9x the time, `--num-prompts 1200` keeps it within two
-CPU-hours.)"""
+CPU-hours. The trainers run in bf16 there too, 1.4-1.5x faster a step than fp32, which is what pays for EAGLE-3's 1,700
+steps; where they train in fp32, `--eagle3-steps 1000` as r6 did.)"""
 
 import argparse, json, os, resource, subprocess, sys, time
 from pathlib import Path
@@ -31,7 +33,7 @@ DFLASH = (
     "train-dflash --target-model-path {target} --train-hidden-states-path {run}/feats/train "
     "--eval-hidden-states-path {run}/feats/eval --output-dir {run}/dflash --block-size {block_size} --loss-type dpace "
     "--learning-rate 1e-3 --num-anchors 16 --batch-size 4 --max-steps {dflash_steps} --eval-interval {dflash_eval} "
-    "--save-interval 50 --no-progress"
+    "--save-interval 50 --precision {train_precision} --no-progress"
 )
 # EAGLE-3's training but for where it writes (bench/eagle3_settings.py gives each of its arms a directory)
 EAGLE3_ARGS = (
@@ -40,7 +42,7 @@ EAGLE3_ARGS = (
     "--eagle-aux-hidden-state-layer-ids {eagle3_aux} --learning-rate 1e-3 --max-steps {eagle3_steps} "
     "--eval-interval {eagle3_eval} --save-interval 25 --no-progress"
 )
-EAGLE3 = EAGLE3_ARGS + " --output-dir {run}/eagle3"
+EAGLE3 = EAGLE3_ARGS + " --precision {train_precision} --output-dir {run}/eagle3"
 DATA = (
     "make-chat-data --target {target} --num-prompts {num_prompts} --self-prompts {self_prompts} "
     "--max-new-tokens {max_new_tokens} "
@@ -118,10 +120,18 @@ def feature_layers(a) -> tuple[list[int], list[int]]:
     return eagle3, sorted(set(build_target_layer_ids(n, 5)) | set(eagle3))
 
 
+def train_precision(flag: str) -> str:
+    "The trainers' precision: `auto` is bf16 on a CPU with native bf16 (1.4-1.5x a step, measured for r8), else auto."
+    from mdlm_kit.core.device import cpu_supports_bf16
+
+    return "bf16" if flag == "auto" and cpu_supports_bf16() else flag
+
+
 def run_recipe(a, run: Path):
     "The stages, each timed."
     eagle3, union = feature_layers(a)
     f = vars(a) | {
+        "train_precision": train_precision(a.train_precision),
         "run": run,
         "feats": run / "feats",
         "eagle3_aux": ",".join(map(str, eagle3[:-1])),  # the last layer is for the labels
@@ -203,7 +213,15 @@ def main():
     )
     ap.add_argument("--target-layers", type=int, default=0, help="the target's layer count (0: from its config)")
     ap.add_argument("--dflash-steps", type=int, default=1000)
-    ap.add_argument("--eagle3-steps", type=int, default=1000, help="r6; r5 took 800 on 1,200 answers, r3 500")
+    ap.add_argument(
+        "--eagle3-steps", type=int, default=1700, help="r8 (in bf16); r6 took 1,000 in fp32, r5 800 on 1,200 answers"
+    )
+    ap.add_argument(
+        "--train-precision",
+        default="auto",
+        help="both trainers' --precision; auto: bf16 on a CPU with native bf16 (r8), else the trainers' auto (fp32 on "
+        "a CPU; r6 and before trained in fp32)",
+    )
     ap.add_argument("--dflash-eval", type=int, default=125)
     ap.add_argument("--eagle3-eval", type=int, default=100)
     ap.add_argument("--output", default="bench/results/drafter_recipe.json")

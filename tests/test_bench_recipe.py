@@ -48,6 +48,9 @@ def test_recipe_runs_every_stage_and_summarises_it(tmp_path, monkeypatch, capsys
     assert s["train_data"]["conversations"] == kept and 0 < kept <= 10
     assert s["train_data"]["supervised_tokens"] < s["train_data"]["tokens"]
     assert s["dflash"]["steps"] == 3 and s["eagle3"]["steps"] == 2
+    for name in ("dflash", "eagle3"):  # both trainers ran in the recipe's precision (bf16 on a CPU with native bf16)
+        config = json.loads((run / name / "train_config.json").read_text())
+        assert config["precision"] == drafter_recipe.train_precision("auto")
     assert [c["step"] for c in s["eagle3"]["curve"]] == [0, 2]
     for c in s["eagle3"]["curve"]:  # EAGLE-3 also reports tau as decoding walks it (lesson 13); DFlash cannot
         assert 1 <= c["tau_decode"] <= 1 + 4 and "tau_decode" not in s["dflash"]["curve"][0]
@@ -71,6 +74,20 @@ def test_layers_come_from_the_target_config(tmp_path):
     assert drafter_recipe.feature_layers(flags) == ([1, 2, 2, 5], [1, 2, 3, 5])
     flags.eagle3_layers, flags.target_layers = "1,2,3,4", 5  # the flags win
     assert drafter_recipe.feature_layers(flags) == ([1, 2, 3, 4], [1, 2, 3, 4])
+
+
+def test_the_trainers_precision(monkeypatch):
+    "`--train-precision auto` is bf16 where the CPU has native bf16, else the trainers' own auto; a named one is kept."
+    import mdlm_kit.core.device as device
+
+    for native, auto in ((True, "bf16"), (False, "auto"), (None, "auto")):  # None: cannot be told (not Linux)
+        monkeypatch.setattr(device, "cpu_supports_bf16", lambda native=native: native)
+        assert drafter_recipe.train_precision("auto") == auto
+        assert drafter_recipe.train_precision("fp32") == "fp32"
+    f = {k: "X" for k in ("target", "run", "feats", "block_size", "dflash_steps", "dflash_eval", "eagle3_aux")}
+    f |= {"eagle3_steps": "X", "eagle3_eval": "X", "train_precision": "bf16"}
+    for cmd in (drafter_recipe.DFLASH, drafter_recipe.EAGLE3):  # both trainers get it
+        assert "--precision bf16" in cmd.format(**f)
 
 
 def test_a_finished_stage_is_kept(tmp_path, capsys):
