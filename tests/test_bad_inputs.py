@@ -390,6 +390,15 @@ CASES = [
         lambda w, b: _speculate(w, "--lookup-branch", "4", "--lookup-store", f"{b}/none.jsonl", "--prompts", "heldout"),
         "none.jsonl' does not exist",
     ),
+    (  # refused before the target loads: with no target at all, the store's file is still what it names
+        "speculate-lookup-store-missing-before-target",
+        lambda w, b: [
+            *_speculate(w, "--lookup-branch", "4", "--lookup-store", f"{b}/none.jsonl"),
+            "--target",
+            f"{b}/t",
+        ],
+        "none.jsonl' does not exist",
+    ),
     (
         "speculate-draft-precision",
         lambda w, b: _speculate(w, "--draft-precision", "fp16"),

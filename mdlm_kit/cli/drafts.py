@@ -250,6 +250,12 @@ def _check_speculate_flags(args):
         ]
         if not ok
     ]
+    from pathlib import Path
+
+    if (
+        args.lookup_store and not Path(args.lookup_store).is_file()
+    ):  # a file too: the store needs the target's tokenizer
+        bad.append(f"--lookup-store {args.lookup_store!r} does not exist")
     if bad:
         raise ConfigError("; ".join(bad) + ".")
 
