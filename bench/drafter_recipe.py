@@ -16,8 +16,8 @@ stage ends, so `--collect` can rebuild the summary later, and the same command s
 stage not finished (delete what a killed stage wrote first). Run it with nothing else on the cores. (The times above: a
 2-core EPYC with AVX-512 BF16, where `inference_precision` generates the answers and features in bf16; on a CPU that
 makes them in fp32, as the AVX2 machine of r3 did at 1.7-1.9x the time, `--num-prompts 1200` keeps it within two
-CPU-hours. The trainers run in bf16 there too, 1.4-1.5x faster a step than fp32, which is what pays for EAGLE-3's 1,700
-steps; where they train in fp32, `--eagle3-steps 1000` as r6 did.)"""
+CPU-hours. The trainers run in bf16 there too: r8's EAGLE-3 step took 1.42 s against r6's 2.32 s in fp32, which is
+what pays for its 1,700 steps; where they train in fp32, `--eagle3-steps 1000` as r6 did.)"""
 
 import argparse, json, os, resource, subprocess, sys, time
 from pathlib import Path
@@ -121,10 +121,12 @@ def feature_layers(a) -> tuple[list[int], list[int]]:
 
 
 def train_precision(flag: str) -> str:
-    "The trainers' precision: `auto` is bf16 on a CPU with native bf16 (1.4-1.5x a step, measured for r8), else auto."
+    """The trainers' precision: `auto` is bf16 where they train on a CPU with native bf16 (r8's EAGLE-3: 1.42 s a step
+    against r6's 2.32 in fp32), else the trainers' own auto (a GPU picks for itself)."""
+    import torch
     from mdlm_kit.core.device import cpu_supports_bf16
 
-    return "bf16" if flag == "auto" and cpu_supports_bf16() else flag
+    return "bf16" if flag == "auto" and not torch.cuda.is_available() and cpu_supports_bf16() else flag
 
 
 def run_recipe(a, run: Path):

@@ -78,10 +78,18 @@ def test_layers_come_from_the_target_config(tmp_path):
 
 def test_the_trainers_precision(monkeypatch):
     "`--train-precision auto` is bf16 where the CPU has native bf16, else the trainers' own auto; a named one is kept."
+    import torch
     import mdlm_kit.core.device as device
 
-    for native, auto in ((True, "bf16"), (False, "auto"), (None, "auto")):  # None: cannot be told (not Linux)
+    # None: cannot be told (not Linux); with a GPU the trainers train there, and their own auto picks
+    for cuda, native, auto in (
+        (False, True, "bf16"),
+        (False, False, "auto"),
+        (False, None, "auto"),
+        (True, True, "auto"),
+    ):
         monkeypatch.setattr(device, "cpu_supports_bf16", lambda native=native: native)
+        monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
         assert drafter_recipe.train_precision("auto") == auto
         assert drafter_recipe.train_precision("fp32") == "fp32"
     f = {k: "X" for k in ("target", "run", "feats", "block_size", "dflash_steps", "dflash_eval", "eagle3_aux")}
