@@ -252,9 +252,8 @@ def _check_speculate_flags(args):
     ]
     from pathlib import Path
 
-    if (
-        args.lookup_store and not Path(args.lookup_store).is_file()
-    ):  # a file too: the store needs the target's tokenizer
+    # a missing store file too: the store is built after the target loads (it needs the target's tokenizer)
+    if args.lookup_store and not Path(args.lookup_store).is_file():
         bad.append(f"--lookup-store {args.lookup_store!r} does not exist")
     if bad:
         raise ConfigError("; ".join(bad) + ".")
