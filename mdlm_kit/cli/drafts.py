@@ -7,6 +7,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/draft_cli.html.md"""
 # %% ../../nbs/16_draft_cli.ipynb #7684a36d
 from __future__ import annotations
 import argparse, json
+from pathlib import Path
 from ..drafts.train import DraftTrainConfig, DraftTrainer
 from ..drafts.dflash import build_target_layer_ids
 from ..core.config import ConfigError
@@ -142,7 +143,6 @@ def cmd_train_draft(args):
 def cmd_make_chat_data(args):
     from mdlm_kit.drafts.chat_data import embedded_prompts, load_conversations, regenerate_conversations
     from mdlm_kit.drafts.chat_data import self_written_prompts, take_turns
-    from pathlib import Path
     from mdlm_kit.drafts.targets import TargetModel
     from mdlm_kit.core.device import inference_precision, resolve_device
 
@@ -250,8 +250,6 @@ def _check_speculate_flags(args):
         ]
         if not ok
     ]
-    from pathlib import Path
-
     # a missing store file too: the store is built after the target loads (it needs the target's tokenizer)
     if args.lookup_store and not Path(args.lookup_store).is_file():
         bad.append(f"--lookup-store {args.lookup_store!r} does not exist")
