@@ -505,14 +505,19 @@ def test_eagle3_cache_drafts_what_the_full_recompute_drafts(setup, drafters):
 
 
 def test_bf16_target_and_drafters_stay_lossless(setup, drafters):
-    """The decoders run with bf16 weights and, on this tiny target, equal plain bf16 greedy decoding. (Not a promise
-    for every model: on SmolLM2 bf16 rounding of multi-token forwards flips near-ties on some prompts, which is why
-    `inference_precision` verifies in fp32 on CPUs without native bf16; see bench/README.md.)"""
+    """The decoders run with bf16 weights and equal plain bf16 greedy decoding. On a CPU decoding switches the bf16
+    target to `exact_rows` (packed linears, attention one row at a time), so each verified row is the bits of a
+    one-token step: without it, bf16 rounding of multi-token forwards flipped near-ties on SmolLM2 (bench/README.md)."""
     import copy
     from mdlm_kit.core.device import cast_weights
+    from mdlm_kit.core.layers import PackedLinear, packed_linear_available
 
     tgt, _, prompt, _ = setup
     t16 = cast_weights(copy.deepcopy(tgt), torch.bfloat16)
+    plain_decode(t16, prompt, 2)
+    if packed_linear_available():
+        assert t16.model.config._attn_implementation == "kit_rows"
+        assert all(type(m) is PackedLinear for m in t16.model.modules() if isinstance(m, torch.nn.Linear))
     tables16 = t16.embeddings_and_head()
     assert tables16.embed_weight.dtype == torch.bfloat16
     df, e3 = (cast_weights(copy.deepcopy(d), torch.bfloat16) for d in drafters)

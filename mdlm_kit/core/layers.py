@@ -59,6 +59,9 @@ def few_rows_linear(
     "`F.linear(x, weight, bias)`, computed as `(weight @ x.T).T` for `min_rows` to `FEW_ROWS_MAX` fp32 rows on a CPU."
     rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
     if not (min_rows <= rows <= FEW_ROWS_MAX and x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32):
+        if x.dim() > 2 and x.device.type == "cpu" and x.dtype != torch.float32:  # (B, T, C) in bf16: as (B*T, C), since
+            y = F.linear(x.reshape(-1, x.shape[-1]), weight, bias)  # torch's batched path copies the weight every call
+            return y.view(*x.shape[:-1], weight.shape[0])
         return F.linear(x, weight, bias)
     x2 = x.reshape(rows, x.shape[-1])
     if rows == 1 or rows % 4 == 3:  # MKL ran 2, 4 and 8 rows about as fast as 1, 3 and 7, or faster: add a zero row
@@ -104,9 +107,9 @@ def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
 
 
 class PackedLinear(OneRowLinear):
-    """A `OneRowLinear` that sends 3-128 fp32 CPU rows (bf16: 1-128), without autograd, through oneDNN with a copy of
-    its weight laid out for a few rows: made on first use and again when the weight changes; never saved (`state_dict`
-    is unchanged)."""
+    """A `OneRowLinear` that sends 3-128 fp32 CPU rows (bf16: 1-128, one as two), without autograd, through oneDNN
+    with a copy of its weight laid out for a few rows: made on first use and again when the weight changes; never saved
+    (`state_dict` is unchanged)."""
 
     def packed_weight(self) -> torch.Tensor:
         key = (self.weight.data_ptr(), self.weight._version)  # an in-place update or a new tensor repacks
@@ -127,7 +130,10 @@ class PackedLinear(OneRowLinear):
         fewest = 1 if dt == torch.bfloat16 else PACKED_ROWS[0]  # bf16: one row too, faster than F.linear here
         if grad or not cpu or dt not in (torch.float32, torch.bfloat16) or not fewest <= rows <= PACKED_ROWS[1]:
             return super().forward(x)
-        y = packed_linear(x.reshape(rows, -1), self.packed_weight(), self.bias)
+        x2 = x.reshape(rows, -1)
+        if rows == 1:  # bf16: one row and a zero row, so that a row is the same bits as among 2-32 rows
+            x2 = torch.cat([x2, torch.zeros_like(x2)])
+        y = packed_linear(x2, self.packed_weight(), self.bias)[:rows]
         return y.view(*x.shape[:-1], w.shape[0])
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 import torch
-from .targets import SamplingParams, draw, target_probs
+from .targets import SamplingParams, draw, exact_rows, target_probs
 from ..core.device import KitError, synchronize
+from ..core.layers import packed_linear_available
 
 # %% auto #0
 __all__ = ['SpeculativeError', 'accept_draft', 'verify', 'CachedTarget', 'DecodeResult', 'plain_decode', 'Proposal', 'Proposer',
@@ -67,11 +68,14 @@ def verify(
 # %% ../../nbs/10a_speculative.ipynb #0662d501
 class CachedTarget:
     """A target with a KV cache: `extend` runs new tokens (returning logits and chosen layers' features); `crop` rolls
-    back."""
+    back. A bf16 target on a CPU is switched to `exact_rows` (lesson 10), so that its rows agree with plain decoding."""
 
     def __init__(self, target, layer_ids=()):
         from transformers import DynamicCache
 
+        bf16 = target.model.get_input_embeddings().weight.dtype == torch.bfloat16
+        if bf16 and target.device.type == "cpu" and packed_linear_available():
+            exact_rows(target)
         self.t, self.layer_ids = target, list(layer_ids)
         self.cache = DynamicCache()
         import inspect  # newer transformers call the cache argument `cache`; older ones `past_key_values`

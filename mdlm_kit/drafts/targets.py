@@ -16,11 +16,11 @@ from ..core.device import KitError
 from ..core.layers import few_rows_linear, few_rows_linears
 
 # %% auto #0
-__all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'LLAMA3_TEMPLATE', 'CHAT_TEMPLATES', 'TargetError', 'resolve_target',
-           'TargetOutput', 'weights_fingerprint', 'target_digest', 'digests_match', 'TargetModel',
+__all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'LLAMA3_TEMPLATE', 'CHAT_TEMPLATES', 'ROW_ATTENTION_MAX', 'TargetError',
+           'resolve_target', 'TargetOutput', 'weights_fingerprint', 'target_digest', 'digests_match', 'TargetModel',
            'TargetEmbeddingsAndHead', 'target_shape', 'flatten_draft_config', 'rotary_embedding',
-           'feature_scaled_init_', 'chat_template_from', 'tiny_tokenizer', 'tiny_target', 'SamplingParams',
-           'target_probs', 'draw']
+           'feature_scaled_init_', 'chat_template_from', 'tiny_tokenizer', 'tiny_target', 'row_attention', 'exact_rows',
+           'SamplingParams', 'target_probs', 'draw']
 
 # %% ../../nbs/10_targets.ipynb #d1437718
 class TargetError(KitError, ValueError):
@@ -477,6 +477,49 @@ def tiny_target(
     torch.manual_seed(seed)
     model = LlamaForCausalLM(LlamaConfig(**kw)) if arch == "llama" else Qwen3ForCausalLM(Qwen3Config(**kw))
     return TargetModel(model, tok, name=f"tiny-{arch}")
+
+# %% ../../nbs/10_targets.ipynb #0133f98d
+ROW_ATTENTION_MAX = 32  # longer forwards (prompts) keep transformers' sdpa
+
+
+def row_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    """transformers' attention interface, one query row at a time: each row of a short batch-1 forward attends to the
+    keys it sees with the call a one-token step makes, so its output does not depend on the rows beside it. Batches,
+    dropout, autograd and forwards of more than `ROW_ATTENTION_MAX` rows take transformers' sdpa."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    b, nh, n, hd = query.shape  # (B, nh, n, hs); key and value (B, nkv, S, hs)
+    if b != 1 or n > ROW_ATTENTION_MAX or dropout or torch.is_grad_enabled():
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
+    nkv, s = key.shape[1], key.shape[2]
+    seen = None if attention_mask is None else attention_mask[0, 0]  # (n, S): True, or 0 in a float mask, where seen
+    if seen is not None and seen.dtype != torch.bool:
+        seen = seen == 0
+    out = []
+    for i in range(n):
+        c = s - n + i + 1 if seen is None else int(seen[i].sum())
+        if seen is None or bool(seen[i, :c].all()):  # a prefix (a plain step, a chain): a view of the cache
+            k, v = key[:, :, :c], value[:, :, :c]
+        else:  # a tree's node: its ancestors' keys, in order
+            k, v = key[:, :, seen[i]], value[:, :, seen[i]]
+        q = query[:, :, i].reshape(1, nkv, nh // nkv, hd)  # a key head's query heads as rows: no repeated keys
+        out.append(F.scaled_dot_product_attention(q, k, v, scale=scaling).reshape(1, nh, hd))
+    return torch.stack(out, 1), None  # (1, n, nh, hs), as transformers' attention functions return it
+
+
+def exact_rows(target: TargetModel) -> TargetModel:
+    """`target`, in place, with `row_attention` and packed linears (`PackedLinear`): each row of a short forward is the
+    same bits as in a one-token step, so verification agrees with plain decoding in bf16 too. Returns `target`."""
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import sdpa_mask
+
+    if target.model.config._attn_implementation == "kit_rows":  # already switched: decoding calls it every time
+        return target
+    AttentionInterface.register("kit_rows", row_attention)
+    AttentionMaskInterface.register("kit_rows", sdpa_mask)  # the masks sdpa gets: bool, or None for a plain step
+    few_rows_linears(target.model, packed=True)  # refused, with the fix, on a torch build without oneDNN
+    target.model.set_attn_implementation("kit_rows")
+    return target
 
 # %% ../../nbs/10_targets.ipynb #acae54e37e7d407bbb7b55eff062a284
 @dataclass
