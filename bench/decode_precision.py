@@ -8,9 +8,11 @@ drafts); the prefill of the prompt; one decode step for a batch of 16 sequences 
 and `plain_decode` of 32 tokens (prefill included). Medians of the rounds.
 A batch-1 step reads every weight once, so its time follows the bytes per weight; the ratio extend(n) / extend(1)
 is what verifying n tokens costs in plain steps. int8 (torch.ao dynamic quantisation of the Linear layers) is a
-different model: its greedy tokens are compared with the fp32 target's."""
+different model: its greedy tokens are compared with the fp32 target's. A bf16 target decodes with `exact_rows`
+(packed linears, attention one row at a time: `CachedTarget` switches it), so `--packed` gives fp32 the same products.
+"""
 
-import argparse, json, statistics, time
+import argparse, json, statistics, sys, time
 from pathlib import Path
 import torch
 from mdlm_kit.core.layers import few_rows_linears
@@ -68,6 +70,12 @@ def main():
     ap.add_argument("--sizes", default="1,2,4,8,16")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--decode-tokens", type=int, default=32)
+    ap.add_argument(
+        "--packed",
+        action="store_true",
+        help="fp32 and bf16 with the decoders' products: one row as two, 3-128 rows packed (PackedLinear; bf16 also "
+        "attends one row at a time, exact_rows, as every CPU decode in bf16 does)",
+    )
     ap.add_argument("--output", default="bench/results/decode_precision.json")
     args = ap.parse_args()
     base = TargetModel.from_pretrained(args.target)
@@ -82,6 +90,8 @@ def main():
             models[p] = _int8(TargetModel.from_pretrained(args.target))
         else:
             raise SystemExit(f"unknown precision {p!r}")
+        if args.packed and p in ("fp32", "bf16"):
+            few_rows_linears(models[p].model, one_row=True, packed=True)
     tok = base.tokenizer
     ids = prompt_ids(tok)
     ids_t = torch.tensor([ids])
@@ -99,7 +109,8 @@ def main():
             times[p]["batch16"].append(_batch_step_ms(models[p], ids_t, 16))
             res = plain_decode(models[p], ids, args.decode_tokens)
             times[p]["decode"].append(len(res.tokens) / res.total_time)
-    out = {"prompt_tokens": len(ids), "threads": torch.get_num_threads(), "rounds": args.rounds}
+    out = {"prompt_tokens": len(ids), "threads": torch.get_num_threads(), "rounds": args.rounds, "packed": args.packed}
+    out["command"] = "python " + " ".join(sys.argv)
     print(f"prompt {len(ids)} tokens, {torch.get_num_threads()} threads, medians of {args.rounds} interleaved rounds")
     print(
         f"{'precision':10} "

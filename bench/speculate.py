@@ -11,7 +11,8 @@ How it measures (these machines are noisy: run it with nothing else on the cores
 - tok/s per method and round over all prompts; the speedup is the median over rounds of (method / plain of the
   same round); tau, acceptance and losslessness are deterministic (greedy) and come from the first round;
 - plain decoding is checked against transformers' `generate` in the same precision, timed in the same rotation (same
-  tokens, and its speed);
+  tokens, and its speed); with `--plain-fp32`, the fp32 target's plain decoding is timed in the rotation too, so a
+  precision's speedup can also be read against the other precision's plain decoding;
 - the cost of a cycle in plain-step units: draft and verify time per cycle over plain decoding's time per token past
   the prompt; the prompt's prefill (the same both ways) is timed apart, and `decode_speedup_median` leaves it out."""
 
@@ -137,12 +138,15 @@ def measure(args, dev, precision):
         for m in methods
         if m.path
     }
+    ref = None  # --plain-fp32: plain decoding of the fp32 target too, in the same rounds
+    if args.plain_fp32 and prec.name != "fp32":
+        ref = TargetModel.from_pretrained(args.target, device=dev, dtype=torch.float32)
     if args.one_row or args.packed:  # the same products for plain decoding and every drafter alike (02a_layers)
-        few_rows_linears(tgt.model, *drafts.values(), one_row=True, packed=args.packed)
+        few_rows_linears(tgt.model, *drafts.values(), *([ref.model] if ref else []), one_row=True, packed=args.packed)
 
     def run(name, i):
-        if name == "plain":
-            return plain_decode(tgt, ids[i], args.max_new_tokens, eos_token_id=eos)
+        if name in ("plain", "plain-fp32"):
+            return plain_decode(tgt if name == "plain" else ref, ids[i], args.max_new_tokens, eos_token_id=eos)
         if name == "generate":  # transformers' own loop, in the same rounds: the check on plain decoding
             tokens, dt = _hf_generate(tgt, ids[i], args.max_new_tokens, eos)
             return DecodeResult(tokens, total_time=dt)
@@ -164,7 +168,7 @@ def measure(args, dev, precision):
         return speculative_decode(tgt, proposer, ids[i], args.max_new_tokens, SamplingParams(), 0, eos)
 
     names = ["plain"] + [m.name for m in methods]
-    timed = names + ["generate"]
+    timed = names + ["generate"] + (["plain-fp32"] if ref else [])
     print(
         f"{len(prompts)} prompts, {args.max_new_tokens} new tokens, {prec.name}, {torch.get_num_threads()} threads, "
         f"{args.repeats} rounds; warming up",
@@ -202,6 +206,12 @@ def measure(args, dev, precision):
             "plain_over_generate": round(statistics.median(tps(g["plain"]) / tps(g["generate"]) for g in rounds), 3),
         },
     }
+    if ref:  # the fp32 target's plain decoding: is the faster precision faster than the other one's plain decoding?
+        out["plain_fp32_tokens_per_s"] = round(statistics.median(tps(g["plain-fp32"]) for g in rounds), 2)
+        out["plain_over_plain_fp32"] = round(
+            statistics.median(tps(g["plain"]) / tps(g["plain-fp32"]) for g in rounds), 3
+        )
+        print(f"plain fp32 decoding {out['plain_fp32_tokens_per_s']} tok/s ({out['plain_over_plain_fp32']}x)")
     # the unit of cycle costs: plain decoding's seconds per token past the prompt (the prefill is the same both ways)
     steps = [1 / decode_tokens_per_s(g["plain"]) for g in rounds]  # each round's own unit: the machine drifts
     out["plain_step_ms"] = round(statistics.median(steps) * 1e3, 2)
@@ -227,6 +237,10 @@ def measure(args, dev, precision):
             summarize_runs(g[n], g["plain"])["decode_speedup"] for g in rounds
         )
         m["tokens_per_s_median"] = round(statistics.median(tps(g[n]) for g in rounds), 2)
+        if ref:
+            m["speedup_vs_plain_fp32_median"] = round(
+                statistics.median(tps(g[n]) / tps(g["plain-fp32"]) for g in rounds), 3
+            )
         for phase in ("draft", "verify"):  # per round against that round's step, then the median
             by = cycle_costs(rounds, steps, n, phase)
             m[f"{phase}_steps_per_cycle"] = round(statistics.median(by), 2)
@@ -242,6 +256,7 @@ def measure(args, dev, precision):
             f"{m['tokens_per_s_median']:7.1f} "
             f"{m['lossless_prompts']:>9} {m['draft_steps_per_cycle']:10.2f} {m['verify_steps_per_cycle']:11.2f}  "
             f"{m['tau_by_kind']}; {m['acceptance_by_position'][:6]}"
+            + (f"; {m['speedup_vs_plain_fp32_median']}x plain fp32" if ref else "")
         )
     return out
 
@@ -330,6 +345,12 @@ def main():
         "--packed",
         action="store_true",
         help="--one-row, and 3-128 rows through oneDNN with weights packed for a few rows (PackedLinear)",
+    )
+    ap.add_argument(
+        "--plain-fp32",
+        action="store_true",
+        help="for a precision other than fp32: plain decoding of the fp32 target too, in the same rounds (a second "
+        "copy in memory), and each method's speedup over it",
     )
     ap.add_argument("--output", default="bench/results/speculate.json")
     args = ap.parse_args()

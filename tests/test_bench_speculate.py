@@ -9,8 +9,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import speculate
 
 
-def _bench(tmp_path, monkeypatch, repeats: int) -> dict:
-    "The bench on a tiny target with prompt lookup, 2 prompts of 40 tokens: its fp32 results."
+def _bench(tmp_path, monkeypatch, repeats: int, precision: str = "fp32", more=()) -> dict:
+    "The bench on a tiny target with prompt lookup, 2 prompts of 40 tokens: its results in `precision`."
     from mdlm_kit.drafts.targets import tiny_target
 
     tgt = tiny_target("llama", num_layers=2)
@@ -18,11 +18,11 @@ def _bench(tmp_path, monkeypatch, repeats: int) -> dict:
     tgt.tokenizer.save_pretrained(tmp_path / "target")
     out = tmp_path / "spec.json"
     argv = ["speculate.py", "--target", str(tmp_path / "target"), "--dflash", "", "--eagle3", ""]
-    argv += ["--prompt-lookup", "3", "--precision", "fp32", "--num-prompts", "2", "--max-new-tokens", "40"]
-    argv += ["--repeats", str(repeats), "--output", str(out)]
+    argv += ["--prompt-lookup", "3", "--precision", precision, "--num-prompts", "2", "--max-new-tokens", "40"]
+    argv += ["--repeats", str(repeats), "--output", str(out), *more]
     monkeypatch.setattr(sys, "argv", argv)
     speculate.main()
-    return json.loads(out.read_text())["fp32"]
+    return json.loads(out.read_text())[precision]
 
 
 def test_prefill_apart_and_lossless(tmp_path, monkeypatch):
@@ -47,6 +47,24 @@ def test_cycle_costs_per_round_against_that_rounds_step(tmp_path, monkeypatch):
     m = r["prompt-lookup"]
     assert len(r["plain_step_ms_by_round"]) == 2 and len(m["verify_steps_by_round"]) == 2
     assert abs(m["verify_steps_per_cycle"] - sum(m["verify_steps_by_round"]) / 2) < 0.006  # the median of two
+
+
+def test_bf16_against_plain_bf16_and_plain_fp32(tmp_path, monkeypatch):
+    """`--precision bf16 --plain-fp32`: lossless against plain bf16 decoding (the target decodes with `exact_rows`), and
+    the fp32 target's plain decoding timed in the same rounds, each method's speedup read against it too."""
+    from mdlm_kit.core.layers import packed_linear_available
+
+    if not packed_linear_available():
+        pytest.skip("this torch build has no oneDNN")
+    r = _bench(tmp_path, monkeypatch, repeats=1, precision="bf16", more=["--plain-fp32", "--packed"])
+    m = r["prompt-lookup"]
+    assert r["precision"] == "bf16" and m["lossless_prompts"] == "2/2" and r["hf_generate"]["same_tokens"] == "2/2"
+    assert r["plain_fp32_tokens_per_s"] > 0
+    # one round: the speedup over plain fp32 is the speedup over plain bf16 times plain bf16's over plain fp32's
+    want = m["speedup_median"] * r["plain_over_plain_fp32"]
+    assert abs(m["speedup_vs_plain_fp32_median"] - want) < 0.002 * (1 + want), (m, r["plain_over_plain_fp32"])
+    fp32 = _bench(tmp_path, monkeypatch, repeats=1)  # fp32 itself: no second target, no second speedup
+    assert "plain_fp32_tokens_per_s" not in fp32 and "speedup_vs_plain_fp32_median" not in fp32["prompt-lookup"]
 
 
 def test_cycle_costs_by_hand():
