@@ -451,6 +451,32 @@ def test_lossless_on_smollm2():
     assert r["lossless"] is True
 
 
+@pytest.mark.slow
+def test_lossless_on_smollm2_in_bf16():
+    """The real target in bf16, where bf16 rounding once flipped near-ties between verification and plain decoding:
+    with `exact_rows` (switched on by decoding) DFlash, the EAGLE-3 chain and the tree, drafters in bf16, give the plain
+    bf16 greedy output on three held-out prompts, 24 tokens each."""
+    from mdlm_kit.core.device import cast_weights
+    from mdlm_kit.core.layers import packed_linear_available
+    from mdlm_kit.drafts.speculate import load_prompts, speculate
+    from mdlm_kit.drafts.targets import TargetModel
+
+    if not packed_linear_available():
+        pytest.skip("this torch build has no oneDNN")
+    tgt = TargetModel.from_pretrained("smollm2", dtype=torch.bfloat16)
+    torch.manual_seed(0)
+    df = DFlashDraftModel(
+        DFlashConfig.from_target(tgt.config, mask_token_id=tgt.vocab_size, block_size=8, num_feature_layers=2)
+    )
+    e3 = Eagle3DraftModel(Eagle3Config.from_target(tgt.config, ttt_length=2))
+    df, e3 = cast_weights(df, torch.bfloat16), cast_weights(e3, torch.bfloat16)
+    prompts = load_prompts("heldout", 3)
+    for d, nodes in ((df, 0), (e3, 0), (e3, 6)):
+        r = speculate(tgt, d, prompts, max_new_tokens=24, num_draft_tokens=4, progress=False, tree_nodes=nodes)
+        assert r["lossless"] is True, (type(d).__name__, nodes)
+    assert tgt.model.config._attn_implementation == "kit_rows"
+
+
 def test_dflash_context_cache_drafts_what_the_full_recompute_drafts(setup, drafters):
     "The decode-time context cache (each committed position fused and projected once) changes no draft."
     from mdlm_kit.drafts.dflash import DFlashContextCache, draft_block
