@@ -513,12 +513,11 @@ def exact_rows(target: TargetModel) -> TargetModel:
     from transformers import AttentionInterface, AttentionMaskInterface
     from transformers.masking_utils import sdpa_mask
 
-    if target.model.config._attn_implementation == "kit_rows":  # already switched: decoding calls it every time
-        return target
-    AttentionInterface.register("kit_rows", row_attention)
-    AttentionMaskInterface.register("kit_rows", sdpa_mask)  # the masks sdpa gets: bool, or None for a plain step
-    few_rows_linears(target.model, packed=True)  # refused, with the fix, on a torch build without oneDNN
-    target.model.set_attn_implementation("kit_rows")
+    few_rows_linears(target.model, packed=True)  # refused, with the fix, without oneDNN; kept if already packed
+    if target.model.config._attn_implementation != "kit_rows":  # decoding calls this for every prompt
+        AttentionInterface.register("kit_rows", row_attention)
+        AttentionMaskInterface.register("kit_rows", sdpa_mask)  # the masks sdpa gets: bool, or None for a plain step
+        target.model.set_attn_implementation("kit_rows")
     return target
 
 # %% ../../nbs/10_targets.ipynb #acae54e37e7d407bbb7b55eff062a284
