@@ -495,10 +495,15 @@ def row_attention(module, query, key, value, attention_mask, dropout=0.0, scalin
     seen = None if attention_mask is None else attention_mask[0, 0]  # (n, S): True, or 0 in a float mask, where seen
     if seen is not None and seen.dtype != torch.bool:
         seen = seen == 0
+    if seen is None:  # each row sees the keys up to its own
+        counts, prefix = [s - n + i + 1 for i in range(n)], [True] * n
+    else:  # read once for all rows: how many keys each sees, and whether they are the first ones
+        sums = seen.sum(-1)
+        first = torch.arange(s, device=seen.device)[None] < sums[:, None]
+        counts, prefix = sums.tolist(), (seen == first).all(-1).tolist()
     out = []
-    for i in range(n):
-        c = s - n + i + 1 if seen is None else int(seen[i].sum())
-        if seen is None or bool(seen[i, :c].all()):  # a prefix (a plain step, a chain): a view of the cache
+    for i, c in enumerate(counts):
+        if prefix[i]:  # a prefix (a plain step, a chain): a view of the cache
             k, v = key[:, :, :c], value[:, :, :c]
         else:  # a tree's node: its ancestors' keys, in order
             k, v = key[:, :, seen[i]], value[:, :, seen[i]]
