@@ -430,6 +430,15 @@ def test_packed_linears_are_lossless(setup, drafters):
     assert {type(m) for m in tgt.model.modules() if isinstance(m, torch.nn.Linear)} == {FewRowsLinear}
 
 
+def _smollm2_drafters(tgt):
+    "An untrained DFlash (block 8) and EAGLE-3 (TTT 2) drafter for SmolLM2 `tgt`, seed 0."
+    torch.manual_seed(0)
+    df = DFlashDraftModel(
+        DFlashConfig.from_target(tgt.config, mask_token_id=tgt.vocab_size, block_size=8, num_feature_layers=2)
+    )
+    return df, Eagle3DraftModel(Eagle3Config.from_target(tgt.config, ttt_length=2))
+
+
 @pytest.mark.slow
 def test_lossless_on_smollm2():
     """The real target: speculative greedy output equals plain greedy output for both drafter kinds (untrained is
@@ -438,11 +447,7 @@ def test_lossless_on_smollm2():
     from mdlm_kit.drafts.targets import TargetModel
 
     tgt = TargetModel.from_pretrained("smollm2")
-    torch.manual_seed(0)
-    df = DFlashDraftModel(
-        DFlashConfig.from_target(tgt.config, mask_token_id=tgt.vocab_size, block_size=8, num_feature_layers=2)
-    )
-    e3 = Eagle3DraftModel(Eagle3Config.from_target(tgt.config, ttt_length=2))
+    df, e3 = _smollm2_drafters(tgt)
     prompts = load_prompts("embedded", 2)
     for d in (df, e3):
         r = speculate(tgt, d, prompts, max_new_tokens=16, num_draft_tokens=3, progress=False)
@@ -464,12 +469,7 @@ def test_lossless_on_smollm2_in_bf16():
     if not packed_linear_available():
         pytest.skip("this torch build has no oneDNN")
     tgt = TargetModel.from_pretrained("smollm2", dtype=torch.bfloat16)
-    torch.manual_seed(0)
-    df = DFlashDraftModel(
-        DFlashConfig.from_target(tgt.config, mask_token_id=tgt.vocab_size, block_size=8, num_feature_layers=2)
-    )
-    e3 = Eagle3DraftModel(Eagle3Config.from_target(tgt.config, ttt_length=2))
-    df, e3 = cast_weights(df, torch.bfloat16), cast_weights(e3, torch.bfloat16)
+    df, e3 = (cast_weights(d, torch.bfloat16) for d in _smollm2_drafters(tgt))
     prompts = load_prompts("heldout", 3)
     for d, nodes in ((df, 0), (e3, 0), (e3, 6)):
         r = speculate(tgt, d, prompts, max_new_tokens=24, num_draft_tokens=4, progress=False, tree_nodes=nodes)
