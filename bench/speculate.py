@@ -5,6 +5,7 @@ KV-cached greedy decoding, in the same precision, measured side by side in one p
 
 How it measures (these machines are noisy: run it with nothing else on the cores):
 - target and drafters in one precision (`--precision auto`: fp32 on a CPU, since it verifies; `inference_precision`);
+  `int8` decodes with the target's linears in int8, a scale per row (`decoding_target`): exact, a slightly other model;
 - the held-out prompts (`heldout`: writing, reasoning, maths, code; the drafter recipes never train on them);
 - a warm-up decode of every method first; then `--repeats` rounds, each decoding every prompt with every method in
   a rotated order (plain decoding included), so drift and contention hit all methods alike;
@@ -33,7 +34,7 @@ from mdlm_kit.drafts.speculative import (
     speculative_decode,
     summarize_runs,
 )
-from mdlm_kit.drafts.targets import SamplingParams, TargetModel
+from mdlm_kit.drafts.targets import SamplingParams, TargetModel, decoding_target
 
 
 def _hf_generate(tgt, ids, n, eos):
@@ -122,7 +123,7 @@ def _floats(text: str) -> list[float]:
 def measure(args, dev, precision):
     "One precision: every method and plain decoding, interleaved over rounds; the metrics."
     prec = inference_precision(precision, dev, 1 + (args.num_draft_tokens or 5), verifies=True)
-    tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=prec.dtype)
+    tgt = decoding_target(args.target, dev, prec)  # int8: Int8RowsLinear and row_attention (lesson 10)
     tok, tables, eos = tgt.tokenizer, tgt.embeddings_and_head(), tgt.tokenizer.eos_token_id
     prompts = load_prompts(args.prompts, args.num_prompts or None)
     kinds = (

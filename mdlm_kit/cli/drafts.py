@@ -143,7 +143,7 @@ def cmd_train_draft(args):
 def cmd_make_chat_data(args):
     from mdlm_kit.drafts.chat_data import embedded_prompts, load_conversations, regenerate_conversations
     from mdlm_kit.drafts.chat_data import self_written_prompts, take_turns
-    from mdlm_kit.drafts.targets import TargetModel
+    from mdlm_kit.drafts.targets import decoding_target
     from mdlm_kit.core.device import inference_precision, resolve_device
 
     prompts = (
@@ -153,7 +153,7 @@ def cmd_make_chat_data(args):
     )
     dev = resolve_device(args.device or "auto")
     prec = inference_precision(args.precision, dev, tokens_per_forward=args.batch_size)  # a batch decodes together
-    tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=prec.dtype)
+    tgt = decoding_target(args.target, dev, prec)
     if args.self_prompts:  # Magpie: the target writes these itself; they take turns with the others
         out = Path(args.output)
         own = out.with_name(out.stem + ".self_prompts.jsonl")
@@ -176,12 +176,12 @@ def cmd_make_chat_data(args):
 def cmd_hidden_states(args):
     from mdlm_kit.drafts.chat_data import build_chat_dataset, dataset_key
     from mdlm_kit.drafts.features import save_hidden_states
-    from mdlm_kit.drafts.targets import TargetModel
+    from mdlm_kit.drafts.targets import decoding_target
     from mdlm_kit.core.device import inference_precision, resolve_device
 
     dev = resolve_device(args.device or "auto")
     prec = inference_precision(args.precision, dev, tokens_per_forward=args.batch_size * args.max_length)
-    tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=prec.dtype)
+    tgt = decoding_target(args.target, dev, prec)
     layers = args.layers or build_target_layer_ids(tgt.num_layers, args.num_feature_layers)
     samples = build_chat_dataset(
         args.data,
@@ -265,7 +265,7 @@ def _speculate_models(args):
     from mdlm_kit.core.layers import choose_products, few_rows_linears
     from mdlm_kit.drafts.eagle3 import Eagle3DraftModel
     from mdlm_kit.drafts.speculate import load_draft, set_draft_precision, tokens_per_cycle
-    from mdlm_kit.drafts.targets import TargetModel
+    from mdlm_kit.drafts.targets import decoding_target
 
     dev = resolve_device(args.device or "auto")
     draft = load_draft(args.draft, device=dev)
@@ -276,9 +276,9 @@ def _speculate_models(args):
         )
     n = tokens_per_cycle(draft, args.num_draft_tokens, args.tree_nodes, args.lookup_branch, args.runner_up)
     # the target decodes in one precision, exact for verification; the drafter in it too unless --draft-precision
-    dtype = inference_precision(args.precision, dev, n, verifies=True).dtype
-    tgt = TargetModel.from_pretrained(args.target, device=dev, dtype=dtype)
-    set_draft_precision(draft, args.draft_precision, dtype)  # int8 linears stay int8 under --packed
+    prec = inference_precision(args.precision, dev, n, verifies=True)
+    tgt = decoding_target(args.target, dev, prec)
+    set_draft_precision(draft, args.draft_precision, prec.dtype)  # int8 linears stay int8 under --packed
     one_row, packed = args.one_row, args.packed
     if args.auto_products:  # timed here, on the target's linears (02a_layers)
         one_row, packed = (choose_products(tgt.model)[k] for k in ("one_row", "packed"))
@@ -353,7 +353,7 @@ def _add_make_chat_data(sub):
         "--precision",
         default="auto",
         help="weights while decoding: auto (see inference_precision: fp32 for batches "
-        "of 16 on a CPU without native bf16), fp32, bf16 or fp16 (GPU)",
+        "of 16 on a CPU without native bf16), fp32, bf16, fp16 (GPU) or int8 (x86 CPU)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_make_chat_data)
@@ -394,7 +394,7 @@ def _add_hidden_states(sub):
         "--precision",
         default="auto",
         help="the target's weights: auto (fp32 on a CPU without native bf16: "
-        "whole prompts are compute-bound; bf16/fp16 on GPUs), fp32, bf16 or fp16",
+        "whole prompts are compute-bound; bf16/fp16 on GPUs), fp32, bf16, fp16 or int8 (x86 CPU)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_hidden_states)
@@ -491,7 +491,8 @@ def _add_speculate_machine_flags(p):
         "--precision",
         default="auto",
         help="weights of the target (and of the drafter, unless --draft-precision): auto (bf16 on GPUs; fp32 on a "
-        "CPU, where bf16 verification was not token-exact), fp32, bf16 or fp16 (GPU)",
+        "CPU: no faster in bf16 there), fp32, bf16, fp16 (GPU) or int8 (x86 CPU: int8 linears, a slightly different "
+        "model; lesson 21)",
     )
     p.add_argument(
         "--one-row", action="store_true", help="one row as two, (W x^T)^T: faster where the one-row kernel is slow"

@@ -338,16 +338,15 @@ def playground_setup(args):
     target = draft = None
     if args.target:
         from mdlm_kit.drafts.speculate import load_draft
-        from mdlm_kit.drafts.targets import TargetModel
-        from mdlm_kit.drafts.targets import digests_match
+        from mdlm_kit.drafts.targets import decoding_target, digests_match
         from mdlm_kit.drafts.speculate import tokens_per_cycle
         from mdlm_kit.core.device import cast_weights
 
         draft = load_draft(args.draft, device=dev)
         n = tokens_per_cycle(draft)
-        dtype = inference_precision(args.precision, dev, n, verifies=True).dtype  # one for target and drafter
-        target = TargetModel.from_pretrained(args.target, device=dev, dtype=dtype)
-        cast_weights(draft, dtype)
+        prec = inference_precision(args.precision, dev, n, verifies=True)  # one for target and drafter
+        target = decoding_target(args.target, dev, prec)
+        cast_weights(draft, prec.dtype)
         if not digests_match(getattr(draft.config, "target_digest", ""), target.digest()):
             raise UsageError(f"the drafter in {args.draft!r} was trained for another target than {args.target!r}.")
     return Playground(ckpt, roots, target, draft, device=dev)
@@ -487,7 +486,7 @@ def _add_playground(sub):
     p.add_argument(
         "--precision",
         default="auto",
-        help="weights of --target and --draft: auto (see `mdlm-kit speculate -h`), fp32, bf16 or fp16 (GPU)",
+        help="weights of --target and --draft: auto (see `mdlm-kit speculate -h`), fp32, bf16, fp16 (GPU), int8 (CPU)",
     )
     p.set_defaults(fn=cmd_playground)
 

@@ -79,11 +79,11 @@ class Precision:
 
     @property
     def dtype(self) -> torch.dtype:
-        return _DTYPES[self.name]
+        return torch.float32 if self.name == "int8" else _DTYPES[self.name]  # int8 (decoding): fp32 weights
 
     @property
     def autocast(self) -> bool:
-        return self.name != "fp32"
+        return self.name not in ("fp32", "int8")
 
     @property
     def needs_grad_scaler(self) -> bool:
@@ -138,8 +138,13 @@ def inference_precision(
 ) -> Precision:
     """Weights for decoding: `auto` is bf16 on bf16 GPUs (else fp16), fp16 on MPS; on a CPU bf16 for one-token forwards,
     fp32 for more without native bf16, and fp32 for a forward that `verifies` drafts (bf16 verifies exactly too, with
-    `exact_rows`, but was no faster on a CPU)."""
+    `exact_rows`, but was no faster on a CPU). `int8`, asked for on a CPU: fp32 weights whose linears compute in int8
+    (`int8_target`, lesson 10), a slightly different model."""
     p, dt = (precision or "auto").strip().lower(), device.type
+    if p == "int8":
+        if dt != "cpu":
+            raise DeviceError(f"int8 decoding runs on an x86 CPU, not {dt}; use --precision bf16 (or auto) there.")
+        return Precision("int8", dt)
     if p == "auto":
         if dt == "cuda":
             p = "bf16" if torch.cuda.is_bf16_supported() else "fp16"

@@ -6,10 +6,12 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/layers.html.md"""
 
 # %% ../../nbs/02a_layers.ipynb #c6cacbbe
 from __future__ import annotations
+import functools
 import math
 import statistics
 import time
 import warnings
+from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -20,7 +22,8 @@ from .device import DeviceError
 __all__ = ['FEW_ROWS_MAX', 'PACKED_ROWS', 'PACKED_FOR_ROWS', 'RMSNorm', 'rope_tables', 'apply_rope', 'few_rows_linear',
            'FewRowsLinear', 'OneRowLinear', 'packed_linear_available', 'pack_weight', 'packed_linear', 'PackedLinear',
            'few_rows_linears', 'choose_products', 'int8_linear_available', 'pack_int8_weight', 'int8_linear',
-           'Int8Linear', 'int8_linears', 'GatedMLP', 'make_optimizer', 'lr_schedule']
+           'Int8Linear', 'int8_rows_levels', 'int8_rows_linear', 'Int8RowsLinear', 'int8_linears', 'GatedMLP',
+           'make_optimizer', 'lr_schedule']
 
 # %% ../../nbs/02a_layers.ipynb #6e78ba4e
 class RMSNorm(nn.Module):
@@ -196,7 +199,7 @@ def choose_products(module: nn.Module, rows: int = 5, repeats: int = 5) -> dict:
 def int8_linear_available() -> bool:
     "Whether this torch build and CPU have the x86 (fbgemm) int8 kernels `Int8Linear` calls."
     engine = torch.backends.quantized.engine in ("x86", "fbgemm")
-    return engine and hasattr(torch.ops.quantized, "linear_dynamic")
+    return engine and hasattr(torch.ops.quantized, "linear_with_input_q_dq_qweight_dq_output_fp32")
 
 
 def pack_int8_weight(weight: torch.Tensor, bias: torch.Tensor | None = None):
@@ -238,13 +241,53 @@ class Int8Linear(nn.Linear):
         fp32_cpu = x.device.type == "cpu" and x.dtype == w.dtype == torch.float32
         if grad or not fp32_cpu or x.numel() == 0:
             return F.linear(x, w, self.bias)
+        return self.int8_product(x)
+
+    def int8_product(self, x):
         return int8_linear(x, self.int8_weight())
 
+# %% ../../nbs/02a_layers.ipynb #adad9a89
+@functools.cache
+def int8_rows_levels() -> int:
+    "Steps on each side of zero for a row in `int8_rows_linear`: 127 with VNNI (or when it cannot be told), 63 without."
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return 127
+    return 127 if "vnni" in flags or "avx2" not in flags else 63  # AVX2 alone adds products in 16 bits
 
-def int8_linears(module: nn.Module, *more: nn.Module, enable: bool = True, keep: tuple = ()) -> nn.Module:
-    """Switch every linear inside `module` (and each of `more`) to `Int8Linear`, except those named in `keep` (as
-    `named_modules` names them), or back to `nn.Linear` with `enable=False`, in place; returns `module`. For a
-    drafter on an x86 CPU."""
+
+def int8_rows_linear(x: torch.Tensor, packed, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """Rows `x` (n, in) times a weight packed by `pack_int8_weight` (without its bias): (n, out) in fp32. Each row is
+    rounded to 8 bits with its own scale, max |x| / 127, so no row depends on the others."""
+    levels = int8_rows_levels()
+    m = x.abs().amax(-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)  # (n, 1): each row's scale
+    op = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32
+    y = op(x / m, 1 / levels, levels + 1, packed).mul_(m)  # zero point levels + 1: rows in [-1, 1] -> [1, 2 levels + 1]
+    return y if bias is None else y.add_(bias)
+
+
+class Int8RowsLinear(Int8Linear):
+    """An `Int8Linear` whose rows each take their own scale (`int8_rows_linear`): a row's result is the same bits
+    alone as among others, so a target can decode and verify in int8 exactly."""
+
+    def int8_weight(self):
+        key = (self.weight.data_ptr(), self.weight._version)
+        if getattr(self, "_int8", (None,))[0] != key:
+            self._int8 = (key, pack_int8_weight(self.weight))  # the bias is added after the rows' scales
+        return self._int8[1]
+
+    def int8_product(self, x):
+        y = int8_rows_linear(x.reshape(-1, x.shape[-1]), self.int8_weight(), self.bias)
+        return y.view(*x.shape[:-1], -1)
+
+
+def int8_linears(
+    module: nn.Module, *more: nn.Module, enable: bool = True, keep: tuple = (), rows: bool = False
+) -> nn.Module:
+    """Switch every linear inside `module` (and each of `more`) to `Int8Linear` (`Int8RowsLinear` with `rows`, for a
+    target), except those named in `keep` (as `named_modules` names them), or back to `nn.Linear` with `enable=False`,
+    in place; returns `module`. On an x86 CPU."""
     mods = [x for mod in (module, *more) for n, x in mod.named_modules() if not (enable and n in keep)]
     if enable and not int8_linear_available():
         raise DeviceError("int8 linears need torch's x86 (fbgemm) int8 kernels; use --draft-precision fp32 or bf16.")
@@ -254,8 +297,8 @@ def int8_linears(module: nn.Module, *more: nn.Module, enable: bool = True, keep:
             f"int8 linears run on a CPU, not {', '.join(sorted(where))}; use --draft-precision bf16 there."
         )
     for m in mods:
-        if type(m) in (nn.Linear, FewRowsLinear, OneRowLinear, PackedLinear, Int8Linear):
-            m.__class__ = Int8Linear if enable else nn.Linear
+        if type(m) in (nn.Linear, FewRowsLinear, OneRowLinear, PackedLinear, Int8Linear, Int8RowsLinear):
+            m.__class__ = (Int8RowsLinear if rows else Int8Linear) if enable else nn.Linear
             m.__dict__.pop("_packed", None)
             m.__dict__.pop("_int8", None)
     return module

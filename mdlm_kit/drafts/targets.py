@@ -13,14 +13,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from ..core.device import KitError
-from ..core.layers import few_rows_linear, few_rows_linears
+from ..core.layers import few_rows_linear, few_rows_linears, int8_linears
 
 # %% auto #0
 __all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'LLAMA3_TEMPLATE', 'CHAT_TEMPLATES', 'ROW_ATTENTION_MAX', 'TargetError',
            'resolve_target', 'TargetOutput', 'weights_fingerprint', 'target_digest', 'digests_match', 'TargetModel',
            'TargetEmbeddingsAndHead', 'target_shape', 'flatten_draft_config', 'rotary_embedding',
            'feature_scaled_init_', 'chat_template_from', 'tiny_tokenizer', 'tiny_target', 'row_attention', 'exact_rows',
-           'SamplingParams', 'target_probs', 'draw']
+           'int8_target', 'decoding_target', 'SamplingParams', 'target_probs', 'draw']
 
 # %% ../../nbs/10_targets.ipynb #d1437718
 class TargetError(KitError, ValueError):
@@ -524,6 +524,21 @@ def exact_rows(target: TargetModel) -> TargetModel:
         AttentionMaskInterface.register("kit_rows", sdpa_mask)  # the masks sdpa gets: bool, or None for a plain step
         target.model.set_attn_implementation("kit_rows")
     return target
+
+# %% ../../nbs/10_targets.ipynb #4afe6620
+def int8_target(target: TargetModel) -> TargetModel:
+    """`target`, in place, decoding in int8 on an x86 CPU: every linear (the LM head too) an `Int8RowsLinear` (lesson
+    02a) and attention one row at a time (`exact_rows`), so a verifying forward agrees with one-token steps bit for
+    bit. A slightly different model from the fp32 one. Returns `target`."""
+    int8_linears(target.model, rows=True)  # refused, with the fix, off an x86 CPU
+    return exact_rows(target)
+
+
+def decoding_target(name_or_path, device, precision, **kw) -> TargetModel:
+    """A target loaded for decoding in `precision` (a `Precision` from `inference_precision`): its weights in
+    `precision.dtype`, and with `int8` switched by `int8_target`. `kw` go to `TargetModel.from_pretrained`."""
+    target = TargetModel.from_pretrained(name_or_path, device=device, dtype=precision.dtype, **kw)
+    return int8_target(target) if precision.name == "int8" else target
 
 # %% ../../nbs/10_targets.ipynb #acae54e37e7d407bbb7b55eff062a284
 @dataclass
