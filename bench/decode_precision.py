@@ -1,6 +1,7 @@
 """What one target forward costs by weight precision: the cost model behind speculative decoding on this machine.
 
     python bench/decode_precision.py            # SmolLM2-135M-Instruct, fp32 / bf16 / int8 dynamic
+    python bench/decode_precision.py --precisions fp32,bf16,int8-rows --packed   # the kit's int8 target too
 
 For each precision, one process, after a warm-up, interleaved over rounds: a 41-token chat prompt is prefilled into
 a `CachedTarget`, then `extend` runs n new tokens and `crop`s back (n = 1 is a plain decode step, n = k+1 verifies k
@@ -8,16 +9,19 @@ drafts); the prefill of the prompt; one decode step for a batch of 16 sequences 
 and `plain_decode` of 32 tokens (prefill included). Medians of the rounds.
 A batch-1 step reads every weight once, so its time follows the bytes per weight; the ratio extend(n) / extend(1)
 is what verifying n tokens costs in plain steps. int8 (torch.ao dynamic quantisation of the Linear layers) is a
-different model: its greedy tokens are compared with the fp32 target's. A bf16 target decodes with `exact_rows`
+different model: its greedy tokens are compared with the fp32 target's. `int8-rows` is the kit's int8 target
+(`--precision int8`, `decoding_target`: a scale per row, `Int8RowsLinear`, and attention one row at a time), exact in
+verification and also a different model. A bf16 target decodes with `exact_rows`
 (packed linears, attention one row at a time: `CachedTarget` switches it), so `--packed` gives fp32 the same products.
 """
 
 import argparse, json, statistics, sys, time
 from pathlib import Path
 import torch
+from mdlm_kit.core.device import inference_precision
 from mdlm_kit.core.layers import few_rows_linears
 from mdlm_kit.drafts.speculative import CachedTarget, plain_decode
-from mdlm_kit.drafts.targets import TargetModel
+from mdlm_kit.drafts.targets import TargetModel, decoding_target
 
 PROMPT = [{"role": "user", "content": "Explain in two sentences why the sky is blue, and give one example."}]
 
@@ -88,6 +92,9 @@ def main():
             models[p] = TargetModel.from_pretrained(args.target, dtype=torch.bfloat16)
         elif p == "int8":
             models[p] = _int8(TargetModel.from_pretrained(args.target))
+        elif p == "int8-rows":
+            cpu = torch.device("cpu")
+            models[p] = decoding_target(args.target, cpu, inference_precision("int8", cpu, verifies=True))
         else:
             raise SystemExit(f"unknown precision {p!r}")
         if args.packed and p in ("fp32", "bf16"):

@@ -67,6 +67,19 @@ def test_bf16_against_plain_bf16_and_plain_fp32(tmp_path, monkeypatch):
     assert "plain_fp32_tokens_per_s" not in fp32 and "speedup_vs_plain_fp32_median" not in fp32["prompt-lookup"]
 
 
+def test_int8_against_plain_int8_and_plain_fp32(tmp_path, monkeypatch):
+    """`--precision int8 --plain-fp32`: the target decodes with int8 linears, a scale per row (`decoding_target`), and
+    the drafter's output equals plain int8 decoding and transformers' `generate` of the same int8 target."""
+    from mdlm_kit.core.layers import int8_linear_available, packed_linear_available
+
+    if not (int8_linear_available() and packed_linear_available()):
+        pytest.skip("this torch build or CPU has no fbgemm int8 kernels or no oneDNN")
+    r = _bench(tmp_path, monkeypatch, repeats=1, precision="int8", more=["--plain-fp32", "--packed"])
+    m = r["prompt-lookup"]
+    assert r["precision"] == "int8" and m["lossless_prompts"] == "2/2" and r["hf_generate"]["same_tokens"] == "2/2"
+    assert r["plain_fp32_tokens_per_s"] > 0 and m["speedup_vs_plain_fp32_median"] > 0
+
+
 def test_cycle_costs_by_hand():
     "Each round's phase time per cycle over that round's own step, not a step shared by the rounds."
     from mdlm_kit.drafts.speculative import DecodeResult

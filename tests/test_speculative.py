@@ -477,6 +477,28 @@ def test_lossless_on_smollm2_in_bf16():
     assert tgt.model.config._attn_implementation == "kit_rows"
 
 
+@pytest.mark.slow
+def test_lossless_on_smollm2_in_int8():
+    """The real target decoding in int8 (`--precision int8`: `Int8RowsLinear`, a scale per row, and `row_attention`):
+    DFlash, the EAGLE-3 chain and the tree, drafters in fp32, give the int8 target's plain greedy output on three
+    held-out prompts, 24 tokens each. (With one scale per call, `Int8Linear`, verification moves the rows.)"""
+    from mdlm_kit.core.device import inference_precision
+    from mdlm_kit.core.layers import int8_linear_available, packed_linear_available
+    from mdlm_kit.drafts.speculate import load_prompts, speculate
+    from mdlm_kit.drafts.targets import decoding_target
+
+    if not (int8_linear_available() and packed_linear_available()):
+        pytest.skip("this torch build or CPU has no fbgemm int8 kernels or no oneDNN")
+    cpu = torch.device("cpu")
+    tgt = decoding_target("smollm2", cpu, inference_precision("int8", cpu, 5, verifies=True))
+    df, e3 = _smollm2_drafters(tgt)
+    prompts = load_prompts("heldout", 3)
+    for d, nodes in ((df, 0), (e3, 0), (e3, 6)):
+        r = speculate(tgt, d, prompts, max_new_tokens=24, num_draft_tokens=4, progress=False, tree_nodes=nodes)
+        assert r["lossless"] is True, (type(d).__name__, nodes)
+    assert tgt.model.config._attn_implementation == "kit_rows"
+
+
 def test_dflash_context_cache_drafts_what_the_full_recompute_drafts(setup, drafters):
     "The decode-time context cache (each committed position fused and projected once) changes no draft."
     from mdlm_kit.drafts.dflash import DFlashContextCache, draft_block
@@ -554,6 +576,29 @@ def test_bf16_target_and_drafters_stay_lossless(setup, drafters):
         r3 = eagle3_tree_decode(t16, e3, tables16, p, 40, depth=4, top_k=3, tree_nodes=10)
         assert r1.tokens == ref and r2.tokens == ref and r3.tokens == ref
     r = [dflash_decode(t16, df, tables16, prompt, 40), eagle3_decode(t16, e3, tables16, prompt, 40, num_draft_tokens=4)]
+    assert all(sum(x.accepted) >= 10 for x in r), [sum(x.accepted) for x in r]  # drafts were accepted: verification ran
+
+
+def test_int8_target_and_drafters_stay_lossless(setup, drafters):
+    """An int8 target (`int8_target`: every linear an `Int8RowsLinear`, attention one row at a time): DFlash, the
+    EAGLE-3 chain and the tree equal the int8 target's own plain greedy decoding, and drafts are accepted."""
+    import copy
+    from mdlm_kit.core.layers import Int8RowsLinear, int8_linear_available, packed_linear_available
+    from mdlm_kit.drafts.targets import int8_target
+
+    if not (int8_linear_available() and packed_linear_available()):
+        pytest.skip("this torch build or CPU has no fbgemm int8 kernels or no oneDNN")
+    tgt, tables, prompt, _ = setup
+    t8 = int8_target(copy.deepcopy(tgt))
+    assert all(type(m) is Int8RowsLinear for m in t8.model.modules() if isinstance(m, torch.nn.Linear))
+    df, e3 = drafters
+    for p in (prompt, prompt[:5]):
+        ref = plain_decode(t8, p, 40).tokens
+        r1 = dflash_decode(t8, df, tables, p, 40)
+        r2 = eagle3_decode(t8, e3, tables, p, 40, num_draft_tokens=4)
+        r3 = eagle3_tree_decode(t8, e3, tables, p, 40, depth=4, top_k=3, tree_nodes=10)
+        assert r1.tokens == ref and r2.tokens == ref and r3.tokens == ref
+    r = [dflash_decode(t8, df, tables, prompt, 40), eagle3_decode(t8, e3, tables, prompt, 40, num_draft_tokens=4)]
     assert all(sum(x.accepted) >= 10 for x in r), [sum(x.accepted) for x in r]  # drafts were accepted: verification ran
 
 
