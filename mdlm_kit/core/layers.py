@@ -197,9 +197,10 @@ def choose_products(module: nn.Module, rows: int = 5, repeats: int = 5) -> dict:
 
 # %% ../../nbs/02a_layers.ipynb #7a77ce17
 def int8_linear_available() -> bool:
-    "Whether this torch build and CPU have the x86 (fbgemm) int8 kernels `Int8Linear` calls."
+    "Whether this torch build and CPU have the x86 (fbgemm) int8 kernels `Int8Linear` and `Int8RowsLinear` call."
     engine = torch.backends.quantized.engine in ("x86", "fbgemm")
-    return engine and hasattr(torch.ops.quantized, "linear_with_input_q_dq_qweight_dq_output_fp32")
+    ops = ("linear_dynamic", "linear_with_input_q_dq_qweight_dq_output_fp32")  # Int8Linear's, Int8RowsLinear's
+    return engine and all(hasattr(torch.ops.quantized, op) for op in ops)
 
 
 def pack_int8_weight(weight: torch.Tensor, bias: torch.Tensor | None = None):
@@ -259,7 +260,7 @@ def int8_rows_levels() -> int:
 
 def int8_rows_linear(x: torch.Tensor, packed, bias: torch.Tensor | None = None) -> torch.Tensor:
     """Rows `x` (n, in) times a weight packed by `pack_int8_weight` (without its bias): (n, out) in fp32. Each row is
-    rounded to 8 bits with its own scale, max |x| / 127, so no row depends on the others."""
+    rounded with its own scale, max |x| / `int8_rows_levels()`, so no row depends on the others."""
     levels = int8_rows_levels()
     m = x.abs().amax(-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)  # (n, 1): each row's scale
     op = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32
@@ -289,13 +290,12 @@ def int8_linears(
     target), except those named in `keep` (as `named_modules` names them), or back to `nn.Linear` with `enable=False`,
     in place; returns `module`. On an x86 CPU."""
     mods = [x for mod in (module, *more) for n, x in mod.named_modules() if not (enable and n in keep)]
+    flag = "--precision" if rows else "--draft-precision"  # a target's flag, or a drafter's
     if enable and not int8_linear_available():
-        raise DeviceError("int8 linears need torch's x86 (fbgemm) int8 kernels; use --draft-precision fp32 or bf16.")
+        raise DeviceError(f"int8 linears need torch's x86 (fbgemm) int8 kernels; use {flag} fp32 or bf16.")
     where = {p.device.type for m in mods for p in m.parameters(recurse=False)} - {"cpu"} if enable else set()
     if where:
-        raise DeviceError(
-            f"int8 linears run on a CPU, not {', '.join(sorted(where))}; use --draft-precision bf16 there."
-        )
+        raise DeviceError(f"int8 linears run on a CPU, not {', '.join(sorted(where))}; use {flag} bf16 there.")
     for m in mods:
         if type(m) in (nn.Linear, FewRowsLinear, OneRowLinear, PackedLinear, Int8Linear, Int8RowsLinear):
             m.__class__ = (Int8RowsLinear if rows else Int8Linear) if enable else nn.Linear
