@@ -337,7 +337,13 @@ def test_lookup_branch_keeps_sampling_exact(setup, drafters):
 def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkeypatch):
     import json
     from mdlm_kit.cli.main import main
-    from mdlm_kit.core.layers import Int8Linear, OneRowLinear, PackedLinear, int8_linear_available
+    from mdlm_kit.core.layers import (
+        Int8Linear,
+        OneRowLinear,
+        PackedLinear,
+        int8_linear_available,
+        packed_linear_available,
+    )
 
     # --one-row must decode through OneRowLinear, --packed through PackedLinear's packed weights too, and an int8
     # drafter through Int8Linear's int8 copy; all lossless
@@ -398,6 +404,15 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
     assert main(["speculate", "--target", str(tmp_path / "t"), "--draft", str(tmp_path / "e3")] + auto + out) == 0
     r = json.loads((tmp_path / "auto.json").read_text())
     assert r["lossless"] is True and r["products"] in ("plain", "one-row", "packed")
+    if int8_linear_available() and packed_linear_available():  # --precision int8: the target's linears in int8 rows
+        from mdlm_kit.core.layers import Int8RowsLinear
+
+        rows, product = [], Int8RowsLinear.int8_product
+        monkeypatch.setattr(Int8RowsLinear, "int8_product", lambda self, x: rows.append(1) or product(self, x))
+        i8 = auto[:-1] + ["--precision", "int8", "--output", str(tmp_path / "i8.json")]
+        assert main(["speculate", "--target", str(tmp_path / "t"), "--draft", str(tmp_path / "e3")] + i8) == 0
+        r = json.loads((tmp_path / "i8.json").read_text())
+        assert r["lossless"] is True and rows and r["draft_dtype"] == "float32"
     capsys.readouterr()
     assert main(["speculate", "--target", str(tmp_path / "t"), "--draft", str(tmp_path / "p.jsonl")]) == 2
     assert "not a saved DFlash or EAGLE-3 drafter" in capsys.readouterr().err
