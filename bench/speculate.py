@@ -5,7 +5,7 @@ KV-cached greedy decoding, in the same precision, measured side by side in one p
 
 How it measures (these machines are noisy: run it with nothing else on the cores):
 - target and drafters in one precision (`--precision auto`: fp32 on a CPU, since it verifies; `inference_precision`);
-  `int8` decodes with the target's linears in int8, a scale per row (`decoding_target`): exact, a slightly other model;
+  `int8` decodes with the target's linears in int8, a scale per row (`decoding_target`): exact, another model;
 - the held-out prompts (`heldout`: writing, reasoning, maths, code; the drafter recipes never train on them);
 - a warm-up decode of every method first; then `--repeats` rounds, each decoding every prompt with every method in
   a rotated order (plain decoding included), so drift and contention hit all methods alike;
