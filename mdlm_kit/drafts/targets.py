@@ -20,7 +20,7 @@ __all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'LLAMA3_TEMPLATE', 'CHAT_TEMPLATE
            'resolve_target', 'TargetOutput', 'weights_fingerprint', 'target_digest', 'digests_match', 'TargetModel',
            'TargetEmbeddingsAndHead', 'target_shape', 'flatten_draft_config', 'rotary_embedding',
            'feature_scaled_init_', 'chat_template_from', 'tiny_tokenizer', 'tiny_target', 'row_attention', 'exact_rows',
-           'int8_target', 'decoding_target', 'SamplingParams', 'target_probs', 'draw']
+           'rows_attention', 'int8_target', 'decoding_target', 'SamplingParams', 'target_probs', 'draw']
 
 # %% ../../nbs/10_targets.ipynb #d1437718
 class TargetError(KitError, ValueError):
@@ -515,10 +515,15 @@ def row_attention(module, query, key, value, attention_mask, dropout=0.0, scalin
 def exact_rows(target: TargetModel) -> TargetModel:
     """`target`, in place, with `row_attention` and packed linears (`PackedLinear`): each row of a short forward is the
     same bits as in a one-token step, so verification agrees with plain decoding in bf16 too. Returns `target`."""
+    few_rows_linears(target.model, packed=True)  # refused, with the fix, without oneDNN; kept if already packed
+    return rows_attention(target)
+
+
+def rows_attention(target: TargetModel) -> TargetModel:
+    "`target`'s attention, in place, switched to `row_attention` (registered with transformers as `kit_rows`)."
     from transformers import AttentionInterface, AttentionMaskInterface
     from transformers.masking_utils import sdpa_mask
 
-    few_rows_linears(target.model, packed=True)  # refused, with the fix, without oneDNN; kept if already packed
     if target.model.config._attn_implementation != "kit_rows":  # decoding calls this for every prompt
         AttentionInterface.register("kit_rows", row_attention)
         AttentionMaskInterface.register("kit_rows", sdpa_mask)  # the masks sdpa gets: bool, or None for a plain step
@@ -528,10 +533,10 @@ def exact_rows(target: TargetModel) -> TargetModel:
 # %% ../../nbs/10_targets.ipynb #4afe6620
 def int8_target(target: TargetModel) -> TargetModel:
     """`target`, in place, decoding in int8 on an x86 CPU: every linear (the LM head too) an `Int8RowsLinear` (lesson
-    02a) and attention one row at a time (`exact_rows`), so a verifying forward agrees with one-token steps bit for
+    02a) and attention one row at a time (`rows_attention`), so a verifying forward agrees with one-token steps bit for
     bit. A slightly different model from the fp32 one. Returns `target`."""
     int8_linears(target.model, rows=True)  # refused, with the fix, off an x86 CPU
-    return exact_rows(target)
+    return rows_attention(target)  # no packed linears to make: every linear is int8
 
 
 def decoding_target(name_or_path, device, precision, **kw) -> TargetModel:
