@@ -13,7 +13,7 @@ from mdlm_kit.drafts.eagle3 import Eagle3Config, Eagle3ContextCache, Eagle3Draft
 from mdlm_kit.drafts.eagle3 import eagle3_propose
 from mdlm_kit.drafts.speculate import load_draft
 from mdlm_kit.drafts.targets import SamplingParams
-from mdlm_kit.drafts.targets import TargetModel
+from mdlm_kit.drafts.targets import decoding_target
 
 
 def main():
@@ -26,8 +26,8 @@ def main():
     ap.add_argument("--output", default="bench/results/eagle3_cache.json")
     a = ap.parse_args()
     dev = resolve_device("auto")
-    dtype = inference_precision(a.precision, dev).dtype
-    tgt = TargetModel.from_pretrained("smollm2", device=dev, dtype=dtype)
+    prec = inference_precision(a.precision, dev)
+    tgt, dtype = decoding_target("smollm2", dev, prec), prec.dtype
     tables = tgt.embeddings_and_head()
     if Path(a.draft, "config.json").is_file():
         draft = load_draft(a.draft, dev, dtype).eval()

@@ -12,9 +12,9 @@ No timing: every figure is deterministic. For each precision the target is loade
 """
 
 import argparse, json, math, random, statistics, sys
-from pathlib import Path
 import torch
 import torch.nn.functional as F
+from mdlm_kit.core.checkpoint import atomic_write_text
 from mdlm_kit.core.device import inference_precision
 from mdlm_kit.drafts.chat_data import heldout_prompts
 from mdlm_kit.drafts.speculate import chat_ids
@@ -80,9 +80,7 @@ def main():
             "median_first_difference": statistics.median(firsts),
         }
         print(name, out[name], flush=True)
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(out, indent=1))
-    print(f"wrote {args.output}")
+    print(f"wrote {atomic_write_text(args.output, json.dumps(out, indent=1))}")
 
 
 if __name__ == "__main__":

@@ -567,6 +567,22 @@ def test_eagle3_cache_drafts_what_the_full_recompute_drafts(setup, drafters):
     assert hits >= 16, hits  # of 20: the positions line up (a shifted cache drafts the wrong tokens)
 
 
+def _decoders_equal_plain(target, df, e3, tables, prompt):
+    """DFlash, the EAGLE-3 chain and the tree give `target`'s plain greedy output on `prompt` and a prefix of it, and
+    drafts are accepted (so verification of several rows ran)."""
+    for p in (prompt, prompt[:5]):
+        ref = plain_decode(target, p, 40).tokens
+        r1 = dflash_decode(target, df, tables, p, 40)
+        r2 = eagle3_decode(target, e3, tables, p, 40, num_draft_tokens=4)
+        r3 = eagle3_tree_decode(target, e3, tables, p, 40, depth=4, top_k=3, tree_nodes=10)
+        assert r1.tokens == ref and r2.tokens == ref and r3.tokens == ref
+    r = [
+        dflash_decode(target, df, tables, prompt, 40),
+        eagle3_decode(target, e3, tables, prompt, 40, num_draft_tokens=4),
+    ]
+    assert all(sum(x.accepted) >= 10 for x in r), [sum(x.accepted) for x in r]  # drafts were accepted: verification ran
+
+
 def test_bf16_target_and_drafters_stay_lossless(setup, drafters):
     """The decoders run with bf16 weights and equal plain bf16 greedy decoding. On a CPU decoding switches the bf16
     target to `exact_rows` (packed linears, attention one row at a time), so each verified row is the bits of a
@@ -584,14 +600,7 @@ def test_bf16_target_and_drafters_stay_lossless(setup, drafters):
     tables16 = t16.embeddings_and_head()
     assert tables16.embed_weight.dtype == torch.bfloat16
     df, e3 = (cast_weights(copy.deepcopy(d), torch.bfloat16) for d in drafters)
-    for p in (prompt, prompt[:5]):
-        ref = plain_decode(t16, p, 40).tokens
-        r1 = dflash_decode(t16, df, tables16, p, 40)
-        r2 = eagle3_decode(t16, e3, tables16, p, 40, num_draft_tokens=4)
-        r3 = eagle3_tree_decode(t16, e3, tables16, p, 40, depth=4, top_k=3, tree_nodes=10)
-        assert r1.tokens == ref and r2.tokens == ref and r3.tokens == ref
-    r = [dflash_decode(t16, df, tables16, prompt, 40), eagle3_decode(t16, e3, tables16, prompt, 40, num_draft_tokens=4)]
-    assert all(sum(x.accepted) >= 10 for x in r), [sum(x.accepted) for x in r]  # drafts were accepted: verification ran
+    _decoders_equal_plain(t16, df, e3, tables16, prompt)
 
 
 def test_int8_target_and_drafters_stay_lossless(setup, drafters):
@@ -606,15 +615,7 @@ def test_int8_target_and_drafters_stay_lossless(setup, drafters):
     tgt, tables, prompt, _ = setup
     t8 = int8_target(copy.deepcopy(tgt))
     assert all(type(m) is Int8RowsLinear for m in t8.model.modules() if isinstance(m, torch.nn.Linear))
-    df, e3 = drafters
-    for p in (prompt, prompt[:5]):
-        ref = plain_decode(t8, p, 40).tokens
-        r1 = dflash_decode(t8, df, tables, p, 40)
-        r2 = eagle3_decode(t8, e3, tables, p, 40, num_draft_tokens=4)
-        r3 = eagle3_tree_decode(t8, e3, tables, p, 40, depth=4, top_k=3, tree_nodes=10)
-        assert r1.tokens == ref and r2.tokens == ref and r3.tokens == ref
-    r = [dflash_decode(t8, df, tables, prompt, 40), eagle3_decode(t8, e3, tables, prompt, 40, num_draft_tokens=4)]
-    assert all(sum(x.accepted) >= 10 for x in r), [sum(x.accepted) for x in r]  # drafts were accepted: verification ran
+    _decoders_equal_plain(t8, *drafters, tables, prompt)
 
 
 def test_bf16_drafters_beside_an_fp32_target_are_lossless(setup, drafters):

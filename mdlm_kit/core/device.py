@@ -6,7 +6,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/device.html.md"""
 
 # %% ../../nbs/00_device.ipynb #7d2f34fa
 from __future__ import annotations
-import contextlib, os, random, warnings
+import contextlib, functools, os, random, warnings
 from pathlib import Path
 from dataclasses import dataclass
 import numpy as np
@@ -14,10 +14,10 @@ import torch
 
 # %% auto #0
 __all__ = ['DEVICE_CHOICES', 'PRECISION_CHOICES', 'BF16_CPU_MAX_TOKENS', 'DRAFT_PRECISIONS', 'FACTORIES', 'KitError',
-           'DeviceError', 'mps_available', 'resolve_device', 'Precision', 'resolve_precision', 'cpu_supports_bf16',
-           'inference_precision', 'draft_dtype', 'cast_weights', 'autocast', 'make_grad_scaler', 'configure_backends',
-           'sdpa_context', 'seed_everything', 'get_rng_state', 'set_rng_state', 'preserved_rng', 'device_summary',
-           'memory_stats', 'synchronize', 'DeviceAudit']
+           'DeviceError', 'mps_available', 'resolve_device', 'Precision', 'resolve_precision', 'cpu_flags',
+           'cpu_supports_bf16', 'inference_precision', 'draft_dtype', 'cast_weights', 'autocast', 'make_grad_scaler',
+           'configure_backends', 'sdpa_context', 'seed_everything', 'get_rng_state', 'set_rng_state', 'preserved_rng',
+           'device_summary', 'memory_stats', 'synchronize', 'DeviceAudit']
 
 # %% ../../nbs/00_device.ipynb #fc3df06d
 class KitError(Exception):
@@ -119,13 +119,19 @@ def resolve_precision(precision: str | None, device: torch.device) -> Precision:
     return Precision(p, dt)
 
 
-def cpu_supports_bf16() -> bool | None:
-    "Whether this CPU has native bf16 matmuls (AVX-512 BF16 or AMX); None when it cannot be told (not Linux)."
+@functools.cache
+def cpu_flags() -> str | None:
+    "This CPU's feature flags as `/proc/cpuinfo` lists them (read once); None when it cannot be told (not Linux)."
     try:
-        flags = Path("/proc/cpuinfo").read_text()
+        return Path("/proc/cpuinfo").read_text()
     except OSError:
         return None
-    return any(f in flags for f in ("avx512_bf16", "amx_bf16"))
+
+
+def cpu_supports_bf16() -> bool | None:
+    "Whether this CPU has native bf16 matmuls (AVX-512 BF16 or AMX); None when it cannot be told (not Linux)."
+    flags = cpu_flags()
+    return None if flags is None else any(f in flags for f in ("avx512_bf16", "amx_bf16"))
 
 # %% ../../nbs/00_device.ipynb #04da17dd
 BF16_CPU_MAX_TOKENS = (

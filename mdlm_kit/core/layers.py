@@ -6,17 +6,15 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/layers.html.md"""
 
 # %% ../../nbs/02a_layers.ipynb #c6cacbbe
 from __future__ import annotations
-import functools
 import math
 import statistics
 import time
 import warnings
-from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from .config import ConfigError
-from .device import DeviceError
+from .device import DeviceError, cpu_flags
 
 # %% auto #0
 __all__ = ['FEW_ROWS_MAX', 'PACKED_ROWS', 'PACKED_FOR_ROWS', 'RMSNorm', 'rope_tables', 'apply_rope', 'few_rows_linear',
@@ -248,13 +246,9 @@ class Int8Linear(nn.Linear):
         return int8_linear(x, self.int8_weight())
 
 # %% ../../nbs/02a_layers.ipynb #adad9a89
-@functools.cache
 def int8_rows_levels() -> int:
     "Steps on each side of zero for a row in `int8_rows_linear`: 127 with VNNI (or when it cannot be told), 63 without."
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return 127
+    flags = cpu_flags() or ""
     return 127 if "vnni" in flags or "avx2" not in flags else 63  # AVX2 alone adds products in 16 bits
 
 
