@@ -7,11 +7,16 @@ held-out curves (first-draft accuracy and simulated τ at every evaluation) go t
         --arm x_lr50=--learning-rate=5e-3 --output bench/results/eagle3_settings.json
 
 An arm whose run directory already holds STEPS steps is only collected (`--collect` collects them all). Accuracy is
-not a speed figure: the arms may share the cores."""
+not a speed figure: the arms may share the cores.
+
+With `--first-shards N` the arms train on the first N shards of the training features only (the same held-out
+features): how much the amount of data moves a drafter at a fixed number of steps (lesson 21, "What limits tau").
+The subset is a directory of links to those shards with its own index, made under --output-dir."""
 
 import argparse, json, os, subprocess, sys
 from pathlib import Path
 import drafter_recipe
+from mdlm_kit.core.checkpoint import atomic_write_text
 from mdlm_kit.drafts.recipes import eval_curve
 
 
@@ -34,6 +39,25 @@ def curve(run: Path) -> list[dict]:
     ]
 
 
+def first_shards(features: str, n: int, out: Path) -> Path:
+    "A features directory (train/ and eval/) whose train/ holds the first `n` shards of `features`/train, as links."
+    src, dst = Path(features).resolve(), out / f"feats_first{n}"
+    index = json.loads((src / "train" / "index.json").read_text())
+    if not 0 < n <= len(index["shards"]):
+        raise SystemExit(f"--first-shards must be 1..{len(index['shards'])} for {features}")
+    (dst / "train").mkdir(parents=True, exist_ok=True)
+    index["shards"] = index["shards"][:n]
+    index["n_samples"] = sum(s["n"] for s in index["shards"])
+    for s in index["shards"]:
+        link = dst / "train" / s["file"]
+        if not link.is_symlink():
+            link.symlink_to(src / "train" / s["file"])
+    atomic_write_text(dst / "train" / "index.json", json.dumps(index, indent=1))
+    if not (dst / "eval").is_symlink():
+        (dst / "eval").symlink_to(src / "eval")
+    return dst
+
+
 def done(run: Path, steps: int) -> bool:
     "The arm has been evaluated at STEPS (or later)."
     return (run / "events.jsonl").is_file() and any(c["step"] >= steps for c in curve(run))
@@ -50,10 +74,13 @@ def main():
     ap.add_argument("--steps", type=int, default=200, help="steps run of each arm")
     ap.add_argument("--max-steps", type=int, default=500, help="the schedule's length (500: r3's and the r4 sweep's)")
     ap.add_argument("--eval-interval", type=int, default=100)
+    ap.add_argument("--first-shards", type=int, default=0, help="train on the first N shards of the features only")
     ap.add_argument("--collect", action="store_true", help="only collect finished arms")
     ap.add_argument("--output", default="bench/results/eagle3_settings.json")
     a = ap.parse_args()
     a.eagle3_aux = ",".join(map(str, drafter_recipe.feature_layers(a)[0][:-1]))  # the last layer is for the labels
+    if a.first_shards:
+        a.features = str(first_shards(a.features, a.first_shards, Path(a.output_dir)))
     arms = dict(s.split("=", 1) for s in a.arm)
     exe = str(Path(sys.executable).with_name("mdlm-kit"))
     todo = [] if a.collect else [n for n in arms if not done(Path(a.output_dir) / n, a.steps)]
