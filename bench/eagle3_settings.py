@@ -48,6 +48,7 @@ def first_shards(features: str, n: int, out: Path) -> Path:
     (dst / "train").mkdir(parents=True, exist_ok=True)
     index["shards"] = index["shards"][:n]
     index["n_samples"] = sum(s["n"] for s in index["shards"])
+    index["data_key"] = f"{index.get('data_key', '')}:first{n}"  # other data: a resume must not take it for the whole
     for s in index["shards"]:
         link = dst / "train" / s["file"]
         if not link.is_symlink():

@@ -62,6 +62,7 @@ def test_first_shards_is_the_data_cut_short(tmp_path):
     assert len(ds) == 4 and ds[3]["input_ids"].tolist() == [3, 3, 3]  # the first two shards, the same samples
     with pytest.raises(IndexError):
         ds[4]
+    assert ds.index["data_key"] == ":first2"  # not the whole set's key
     assert (dst / "eval").resolve() == (src / "eval").resolve()  # the same held-out features
     assert eagle3_settings.first_shards(str(src), 2, tmp_path / "out") == dst  # again: the same directory, no error
     for n in (0, 4):
