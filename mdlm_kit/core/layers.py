@@ -6,6 +6,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/layers.html.md"""
 
 # %% ../../nbs/02a_layers.ipynb #c6cacbbe
 from __future__ import annotations
+import functools
 import math
 import statistics
 import time
@@ -246,6 +247,7 @@ class Int8Linear(nn.Linear):
         return int8_linear(x, self.int8_weight())
 
 # %% ../../nbs/02a_layers.ipynb #adad9a89
+@functools.cache  # read on every int8 product: once is enough
 def int8_rows_levels() -> int:
     "Steps on each side of zero for a row in `int8_rows_linear`: 127 with VNNI (or when it cannot be told), 63 without."
     flags = cpu_flags() or ""
