@@ -62,11 +62,12 @@ def main():
     if names[0] != "fp32":
         raise SystemExit("--precisions must start with fp32: the answers are compared with the fp32 target's")
     cpu = torch.device("cpu")
-    out, ref = {"command": "python " + " ".join(sys.argv)}, None
+    out, ref, windows = {"command": "python " + " ".join(sys.argv)}, None, None
     for name in names:
         tgt = decoding_target(args.target, cpu, inference_precision(name, cpu, verifies=True))
-        windows = text_windows(tgt.tokenizer, args.windows, args.window)
-        ids = [chat_ids(tgt.tokenizer, p["conversations"]) for p in heldout_prompts(args.num_prompts or None)]
+        if windows is None:  # one tokenizer for every precision: tokenise the text and the prompts once
+            windows = text_windows(tgt.tokenizer, args.windows, args.window)
+            ids = [chat_ids(tgt.tokenizer, p["conversations"]) for p in heldout_prompts(args.num_prompts or None)]
         answers = [
             plain_decode(tgt, x, args.max_new_tokens, eos_token_id=tgt.tokenizer.eos_token_id).tokens for x in ids
         ]
