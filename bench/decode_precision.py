@@ -18,7 +18,7 @@ verification and also a different model. A bf16 target decodes with `exact_rows`
 import argparse, json, statistics, sys, time
 from pathlib import Path
 import torch
-from mdlm_kit.core.device import inference_precision
+from mdlm_kit.core.device import inference_precision, machine_summary
 from mdlm_kit.core.layers import few_rows_linears
 from mdlm_kit.drafts.speculative import CachedTarget, plain_decode
 from mdlm_kit.drafts.targets import TargetModel, decoding_target
@@ -118,6 +118,7 @@ def main():
             times[p]["decode"].append(len(res.tokens) / res.total_time)
     out = {"prompt_tokens": len(ids), "threads": torch.get_num_threads(), "rounds": args.rounds, "packed": args.packed}
     out["command"] = "python " + " ".join(sys.argv)
+    out["machine"] = machine_summary()  # the CPU flags and paths these figures come from
     print(f"prompt {len(ids)} tokens, {torch.get_num_threads()} threads, medians of {args.rounds} interleaved rounds")
     print(
         f"{'precision':10} "

@@ -163,7 +163,9 @@ def _sizes(feats: Path) -> dict:
 
 def collect(run: Path, command: str) -> dict:
     "The summary of a finished recipe run."
-    out = {"command": command, "run": str(run)}
+    from mdlm_kit.core.device import machine_summary
+
+    out = {"command": command, "run": str(run), "machine": machine_summary()}
     times = run / "recipe_times.json"
     out["stages"] = json.loads(times.read_text()) if times.is_file() else {}
     feats = run / ("feats3" if (run / "feats3").is_dir() else "feats")  # runs before one pass fed both: feats3

@@ -8,7 +8,7 @@ warm-up, interleaved rounds, medians.
 import argparse, json, statistics, time
 from pathlib import Path
 import torch
-from mdlm_kit.core.device import inference_precision, resolve_device
+from mdlm_kit.core.device import inference_precision, machine_summary, resolve_device
 from mdlm_kit.drafts.eagle3 import Eagle3Config, Eagle3ContextCache, Eagle3DraftModel
 from mdlm_kit.drafts.eagle3 import eagle3_propose
 from mdlm_kit.drafts.speculate import load_draft
@@ -66,6 +66,7 @@ def main():
             {
                 "precision": a.precision,
                 "chain": a.chain,
+                "machine": machine_summary(),
                 "threads": torch.get_num_threads(),
                 **{str(k): v for k, v in out.items()},
             },

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from mdlm_kit.cli.drafts import config_from_args
 from mdlm_kit.cli.main import make_parser
+from mdlm_kit.core.device import machine_summary
 from mdlm_kit.drafts.train import DraftTrainer
 import drafter_recipe  # the recipe's EAGLE-3 flags (bench/ is on the path when run as a script)
 
@@ -84,6 +85,7 @@ def main():
     res = {
         "command": "python bench/" + Path(__file__).name + f" --features {a.features} --batches {a.batches} "
         f"--rounds {a.rounds} --threads {a.threads}",
+        "machine": machine_summary(),
         "threads": a.threads,
         "tokens_per_batch": [int(b[0].numel()) for b in batches],
         "seconds_per_step": {w: round(v, 3) for w, v in med.items()},

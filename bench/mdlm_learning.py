@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 from mdlm_kit.core.checkpoint import read_events
 from mdlm_kit.core.config import apply_overrides, load_config, to_dict
+from mdlm_kit.core.device import machine_summary
 from mdlm_kit.text.data import PackedData, prepare_data
 from mdlm_kit.mdlm.diffusion import ar_nll, elbo_bound
 from mdlm_kit.mdlm.train import Trainer
@@ -163,7 +164,7 @@ def finish(res: dict, a) -> dict:
     curves = res["curves"]
     target = a.target_bpc or max(min(p["bits_per_char"] for p in c) for c in curves.values())
     ttq = {n: next((p["train_s"] for p in c if p["bits_per_char"] <= target), None) for n, c in curves.items()}
-    res.update(target_bits_per_char=target, time_to_target_s=ttq)
+    res.update(target_bits_per_char=target, time_to_target_s=ttq, machine=machine_summary())
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(res, indent=1) + "\n")
     print(

@@ -22,7 +22,7 @@ from typing import NamedTuple
 from pathlib import Path
 import torch
 from mdlm_kit.drafts.chat_data import heldout_prompts
-from mdlm_kit.core.device import cpu_supports_bf16, inference_precision, resolve_device
+from mdlm_kit.core.device import cpu_supports_bf16, inference_precision, machine_summary, resolve_device
 from mdlm_kit.core.layers import few_rows_linears
 from mdlm_kit.drafts.speculate import chat_ids, load_draft, load_prompts, lookup_store, make_proposer
 from mdlm_kit.drafts.speculate import set_draft_precision
@@ -361,6 +361,7 @@ def main():
         out[name] = measure(args, dev, name.strip())
         out[name]["command"] = "python " + " ".join(sys.argv)
         out[name]["cpu_native_bf16"] = cpu_supports_bf16()  # which kernels a CPU's figures came from
+        out[name]["machine"] = machine_summary()  # and the flags and paths behind them
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(out, indent=1))
     print(f"wrote {args.output}")

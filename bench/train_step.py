@@ -16,6 +16,7 @@ import argparse, json, statistics, time
 import torch
 import torch.nn.functional as F
 from mdlm_kit.core.config import ModelConfig
+from mdlm_kit.core.device import machine_summary
 from mdlm_kit.mdlm.model import DiffusionTransformer
 from mdlm_kit.mdlm.diffusion import diffusion_loss, sample_times
 
@@ -84,7 +85,7 @@ def main():
         torch.set_num_threads(args.threads)
     peak = matmul_peak()
     print(f"fp32 matmul peak (1024^2, best of 10): {peak / 1e9:.1f} GFLOP/s, threads {torch.get_num_threads()}")
-    results = {"peak_gflops": peak / 1e9}
+    results = {"peak_gflops": peak / 1e9, "machine": machine_summary()}
     for name in args.sizes.split(","):
         mc, B, T = SIZES[name]
         cfg = ModelConfig(vocab_size=VOCAB, mask_token_id=MASK, **mc)

@@ -5,7 +5,7 @@
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode
-from mdlm_kit.core.layers import int8_linear_available
+from mdlm_kit.core.layers import int8_lacks, int8_linear_available
 from mdlm_kit.drafts.dflash import DFlashConfig, DFlashDraftModel, DFlashProposer, dflash_forward
 from mdlm_kit.drafts.eagle3 import Eagle3Config, Eagle3DraftModel, Eagle3Proposer, Eagle3TreeProposer, eagle3_forward
 from mdlm_kit.drafts.speculative import (
@@ -386,7 +386,8 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
             + flags
         )
         assert rc == 0
-        assert [bool(calls[k]) for k in ("one_row", "packed", "int8")] == [run > 0, run >= 2, run == 3], (run, flags)
+        packed = run >= 2 and packed_linear_available()  # --packed: the plain products where this CPU cannot pack
+        assert [bool(calls[k]) for k in ("one_row", "packed", "int8")] == [run > 0, packed, run == 3], (run, flags)
         r = json.loads((tmp_path / f"{run}.json").read_text())
         assert r["lossless"] is True and r["n_prompts"] == 2 and "speedup" in r
         assert (r["lookup_branch"], r["runner_up"]) == ((3, 0.05) if run == 1 else (0, 0.0))
@@ -404,7 +405,7 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
     assert main(["speculate", "--target", str(tmp_path / "t"), "--draft", str(tmp_path / "e3")] + auto + out) == 0
     r = json.loads((tmp_path / "auto.json").read_text())
     assert r["lossless"] is True and r["products"] in ("plain", "one-row", "packed")
-    if int8_linear_available() and packed_linear_available():  # --precision int8: the target's linears in int8 rows
+    if int8_linear_available():  # --precision int8: the target's linears in int8 rows
         from mdlm_kit.core.layers import Int8RowsLinear
 
         rows, product = [], Int8RowsLinear.int8_product
@@ -422,10 +423,11 @@ def test_packed_linears_are_lossless(setup, drafters):
     """With every linear of the target and both drafters a `PackedLinear` (`--packed`): verification goes through the
     packed weights, and DFlash, the EAGLE-3 chain and the tree give exactly the plain greedy output of the same model
     with its ordinary linears."""
-    from mdlm_kit.core.layers import FewRowsLinear, PackedLinear, few_rows_linears, packed_linear_available
+    from mdlm_kit.core.layers import FewRowsLinear, PackedLinear, _packing_lacks, few_rows_linears
+    from mdlm_kit.core.layers import packed_linear_available
 
-    if not packed_linear_available():
-        pytest.skip("this torch build has no oneDNN")
+    if not packed_linear_available():  # the plain path there: test_cpus_without_the_fast_paths_fall_back...
+        pytest.skip(f"fp32 weights are not packed here: {_packing_lacks(torch.float32)}")
     tgt, tables, prompt, answer = setup
     df, e3 = drafters
     ref = plain_decode(tgt, prompt, 30).tokens
@@ -477,12 +479,9 @@ def test_lossless_on_smollm2_in_bf16():
     with `exact_rows` (switched on by decoding) DFlash, the EAGLE-3 chain and the tree, drafters in bf16, give the plain
     bf16 greedy output on three held-out prompts, 24 tokens each."""
     from mdlm_kit.core.device import cast_weights
-    from mdlm_kit.core.layers import packed_linear_available
     from mdlm_kit.drafts.speculate import load_prompts, speculate
     from mdlm_kit.drafts.targets import TargetModel
 
-    if not packed_linear_available():
-        pytest.skip("this torch build has no oneDNN")
     tgt = TargetModel.from_pretrained("smollm2", dtype=torch.bfloat16)
     df, e3 = (cast_weights(d, torch.bfloat16) for d in _smollm2_drafters(tgt))
     prompts = load_prompts("heldout", 3)
@@ -498,12 +497,11 @@ def test_lossless_on_smollm2_in_int8():
     DFlash, the EAGLE-3 chain and the tree, drafters in fp32, give the int8 target's plain greedy output on three
     held-out prompts, 24 tokens each. (With one scale per call, `Int8Linear`, verification moves the rows.)"""
     from mdlm_kit.core.device import inference_precision
-    from mdlm_kit.core.layers import int8_linear_available, packed_linear_available
     from mdlm_kit.drafts.speculate import load_prompts, speculate
     from mdlm_kit.drafts.targets import decoding_target
 
-    if not (int8_linear_available() and packed_linear_available()):
-        pytest.skip("this torch build or CPU has no fbgemm int8 kernels or no oneDNN")
+    if not int8_linear_available():
+        pytest.skip(f"int8 does not run here: {int8_lacks()}")
     cpu = torch.device("cpu")
     tgt = decoding_target("smollm2", cpu, inference_precision("int8", cpu, 5, verifies=True))
     df, e3 = _smollm2_drafters(tgt)
@@ -586,14 +584,13 @@ def test_bf16_target_and_drafters_stay_lossless(setup, drafters):
     one-token step: without it, bf16 rounding of multi-token forwards flipped near-ties on SmolLM2 (bench/README.md)."""
     import copy
     from mdlm_kit.core.device import cast_weights
-    from mdlm_kit.core.layers import PackedLinear, packed_linear_available
+    from mdlm_kit.core.layers import PackedLinear
 
     tgt, _, prompt, _ = setup
     t16 = cast_weights(copy.deepcopy(tgt), torch.bfloat16)
     plain_decode(t16, prompt, 2)
-    if packed_linear_available():
-        assert t16.model.config._attn_implementation == "kit_rows"
-        assert all(type(m) is PackedLinear for m in t16.model.modules() if isinstance(m, torch.nn.Linear))
+    assert t16.model.config._attn_implementation == "kit_rows"  # on every CPU (packed, or a row at a time)
+    assert all(type(m) is PackedLinear for m in t16.model.modules() if isinstance(m, torch.nn.Linear))
     tables16 = t16.embeddings_and_head()
     assert tables16.embed_weight.dtype == torch.bfloat16
     df, e3 = (cast_weights(copy.deepcopy(d), torch.bfloat16) for d in drafters)
@@ -604,11 +601,11 @@ def test_int8_target_and_drafters_stay_lossless(setup, drafters):
     """An int8 target (`int8_target`: every linear an `Int8RowsLinear`, attention one row at a time): DFlash, the
     EAGLE-3 chain and the tree equal the int8 target's own plain greedy decoding, and drafts are accepted."""
     import copy
-    from mdlm_kit.core.layers import Int8RowsLinear, int8_linear_available, packed_linear_available
+    from mdlm_kit.core.layers import Int8RowsLinear
     from mdlm_kit.drafts.targets import int8_target
 
-    if not (int8_linear_available() and packed_linear_available()):
-        pytest.skip("this torch build or CPU has no fbgemm int8 kernels or no oneDNN")
+    if not int8_linear_available():
+        pytest.skip(f"int8 does not run here: {int8_lacks()}")
     tgt, tables, prompt, _ = setup
     t8 = int8_target(copy.deepcopy(tgt))
     assert all(type(m) is Int8RowsLinear for m in t8.model.modules() if isinstance(m, torch.nn.Linear))
@@ -637,7 +634,7 @@ def test_bf16_drafters_beside_an_fp32_target_are_lossless(setup, drafters):
     assert tables.as_dtype(torch.bfloat16).embed_weight.dtype == torch.bfloat16  # the copy the proposers used
 
 
-@pytest.mark.skipif(not int8_linear_available(), reason="no x86 (fbgemm) int8 kernels in this build")
+@pytest.mark.skipif(not int8_linear_available(), reason=f"int8 does not run here: {int8_lacks()}")
 def test_int8_drafters_beside_an_fp32_target_are_lossless(setup, drafters):
     """`--draft-precision int8`: every linear of both drafters but `fc` computes with an int8 copy of its weight (the
     target packed, as `--packed` makes it): the output is the fp32 target's plain greedy output, the overfit drafters
@@ -725,3 +722,53 @@ def test_walked_tau_is_what_decoding_measures(setup, steps):
     # r.cycles: the tokens each cycle committed (the last one's extra token is cut from the answer afterwards)
     assert (m["walk_tokens"].item(), m["walk_cycles"].item()) == (sum(r.cycles), len(r.cycles))
     assert (m["tau_sum"] / m["n_blocks"]).item() > walked  # the mean over starts counts each easy run many times
+
+
+@pytest.mark.parametrize("cpu", ["avx2", "arm64"])
+def test_cpus_without_the_fast_paths_fall_back_and_stay_lossless(setup, drafters, cpu, capsys):
+    """As an AVX2 laptop and as an arm64 machine (the probe's input replaced, `simulated_cpu`): a bf16 target verifies
+    with nothing packed, its rows one at a time, and DFlash, the EAGLE-3 chain and the tree equal plain bf16 decoding;
+    `--packed` in fp32 packs on the laptop only and stays lossless; an int8 drafter runs in int8 on the laptop and in
+    fp32 on arm64 (noted), lossless either way; an int8 target decodes exactly on the laptop (7-bit rows) and is
+    refused on arm64."""
+    import copy
+    from mdlm_kit.core import device
+    from mdlm_kit.core.device import DeviceError, cast_weights, inference_precision, simulated_cpu
+    from mdlm_kit.core.layers import PackedLinear, few_rows_linears, int8_rows_levels, pack_weight
+    from mdlm_kit.drafts.speculate import draft_precision, make_proposer, set_draft_precision
+    from mdlm_kit.drafts.targets import int8_target
+
+    import platform
+
+    if cpu == "avx2" and platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("an x86 CPU is simulated on an x86 machine only (its kernels run for real)")
+    tgt, tables, prompt, _ = setup
+    device._NOTED.clear()
+    cpu_ = torch.device("cpu")
+    with simulated_cpu(cpu):
+        t16 = cast_weights(copy.deepcopy(tgt), torch.bfloat16)
+        df, e3 = (cast_weights(copy.deepcopy(d), torch.bfloat16) for d in drafters)
+        _decoders_equal_plain(t16, df, e3, t16.embeddings_and_head(), prompt)
+        linears = [m for m in t16.model.modules() if isinstance(m, torch.nn.Linear)]
+        assert all(type(m) is PackedLinear and not hasattr(m, "_packed") for m in linears)  # exact rows, none packed
+        assert t16.model.config._attn_implementation == "kit_rows"
+        with pytest.raises(DeviceError, match="AVX-512 BW, VL and DQ, or AVX-NE-CONVERT"):
+            pack_weight(linears[0].weight)  # what oneDNN refuses on such a CPU is never asked of it
+        t32 = copy.deepcopy(tgt)
+        few_rows_linears(t32.model, packed=True)
+        assert plain_decode(t32, prompt, 30).tokens == plain_decode(tgt, prompt, 30).tokens
+        packed = [hasattr(m, "_packed") for m in t32.model.modules() if type(m) is PackedLinear]
+        assert any(packed) == (cpu == "avx2")  # the prompt's rows went through packed weights on the laptop only
+        e8 = set_draft_precision(copy.deepcopy(drafters[1]), "int8", torch.float32)
+        assert draft_precision(e8) == ("int8" if cpu == "avx2" else "float32")
+        ref = plain_decode(tgt, prompt, 40).tokens
+        assert speculative_decode(tgt, make_proposer(e8, tables, 3), prompt, 40).tokens == ref
+        if cpu == "avx2":
+            assert int8_rows_levels() == 63  # AVX2 without VNNI sums pairs in 16 bits: 7-bit rows
+            _decoders_equal_plain(int8_target(copy.deepcopy(tgt)), *drafters, tables, prompt)
+        else:
+            with pytest.raises(DeviceError, match="need an x86 CPU with AVX2; this CPU is aarch64"):
+                inference_precision("int8", cpu_, 5, verifies=True)
+    err = capsys.readouterr().err
+    assert ("--draft-precision int8: fbgemm's int8 products" in err) == (cpu == "arm64")
+    assert ("oneDNN's fp32 linears with a packed weight" in err) == (cpu == "arm64")  # --packed in fp32: noted

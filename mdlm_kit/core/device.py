@@ -13,11 +13,12 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['DEVICE_CHOICES', 'PRECISION_CHOICES', 'BF16_CPU_MAX_TOKENS', 'DRAFT_PRECISIONS', 'FACTORIES', 'KitError',
-           'DeviceError', 'mps_available', 'resolve_device', 'Precision', 'resolve_precision', 'cpu_flags',
-           'cpu_supports_bf16', 'inference_precision', 'draft_dtype', 'cast_weights', 'autocast', 'make_grad_scaler',
+__all__ = ['DEVICE_CHOICES', 'CPU_PATHS', 'KEY_FLAGS', 'EXAMPLE_CPUS', 'PRECISION_CHOICES', 'BF16_CPU_MAX_TOKENS',
+           'DRAFT_PRECISIONS', 'FACTORIES', 'KitError', 'DeviceError', 'mps_available', 'resolve_device', 'CpuFeatures',
+           'read_cpu', 'cpu_features', 'cpu_supports_bf16', 'simulated_cpu', 'note_once', 'Precision',
+           'resolve_precision', 'inference_precision', 'draft_dtype', 'cast_weights', 'autocast', 'make_grad_scaler',
            'configure_backends', 'sdpa_context', 'seed_everything', 'get_rng_state', 'set_rng_state', 'preserved_rng',
-           'device_summary', 'memory_stats', 'synchronize', 'DeviceAudit']
+           'device_summary', 'machine_summary', 'memory_stats', 'synchronize', 'DeviceAudit']
 
 # %% ../../nbs/00_device.ipynb #fc3df06d
 class KitError(Exception):
@@ -65,6 +66,157 @@ def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
         raise DeviceError("Device 'mps' was asked for but Apple MPS is not available here. Use --device cpu or auto.")
     return torch.device(device)
 
+# %% ../../nbs/00_device.ipynb #213b6658
+CPU_PATHS = {
+    "packed_fp32": "oneDNN's fp32 linears with a packed weight (PackedLinear) need an x86 CPU with AVX2",
+    "packed_bf16": "oneDNN's bf16 linears with a packed weight (PackedLinear, exact bf16 rows) need an x86 CPU with "
+    "AVX-512 BW, VL and DQ, or AVX-NE-CONVERT",
+    "native_bf16": "bf16 matmuls as fast as fp32 ones need an x86 CPU with AVX-512 BF16 or AMX",
+    "int8": "fbgemm's int8 products (Int8Linear, Int8RowsLinear) need an x86 CPU with AVX2",
+}
+KEY_FLAGS = (
+    "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_vnni", "avx_vnni", "avx512_bf16",
+    "avx_ne_convert", "amx_bf16", "amx_int8", "asimd", "sve", "bf16", "i8mm",
+)  # fmt: skip
+EXAMPLE_CPUS = {  # for `simulated_cpu`: a laptop without AVX-512, this kind of server, an arm64 machine
+    "avx2": "x86_64:avx2 fma f16c",
+    "avx512_bf16": "x86_64:avx2 fma f16c avx512f avx512bw avx512vl avx512dq avx512_vnni avx512_bf16",
+    "arm64": "aarch64:asimd",
+}
+
+
+@dataclass(frozen=True)
+class CpuFeatures:
+    """What the CPU offers the kit's fast paths: the machine, its feature flags (lower case, as Linux names them) and
+    the ISA an `ONEDNN_MAX_CPU_ISA` setting caps oneDNN at (empty: none). `can(path)` for each path of `CPU_PATHS`."""
+
+    machine: str
+    flags: frozenset = frozenset()
+    onednn_max_isa: str = ""
+
+    @property
+    def x86(self) -> bool:
+        return self.machine.lower() in ("x86_64", "amd64", "x64", "i686", "i386")
+
+    def has(self, *names: str) -> bool:
+        return all(n in self.flags for n in names)
+
+    def _onednn_allows(self, *prefixes: str) -> bool:
+        "Whether oneDNN may use an ISA named by one of `prefixes` under the cap (no cap: it may)."
+        cap = self.onednn_max_isa.lower()
+        return cap in ("", "all", "default") or cap.startswith(prefixes)
+
+    @functools.cached_property
+    def paths(self) -> dict:
+        "Each path of `CPU_PATHS` -> whether it runs on this CPU (worked out once: layers ask on every call)."
+        if not self.x86:  # the kit's CPU fast paths are x86 kernels; arm64 takes the plain PyTorch paths
+            return dict.fromkeys(CPU_PATHS, False)
+        avx512 = self.has("avx512bw", "avx512vl", "avx512dq")
+        return {
+            "packed_fp32": self.has("avx2"),
+            "packed_bf16": (avx512 or self.has("avx_ne_convert"))
+            and self._onednn_allows("avx512", "avx10", "avx2_vnni_2"),
+            "native_bf16": (self.has("avx512_bf16") or self.has("amx_bf16"))
+            and self._onednn_allows("avx512_core_bf16", "avx512_core_fp16", "avx512_core_amx", "avx10"),
+            "int8": self.has("avx2"),
+        }
+
+    def can(self, path: str) -> bool:
+        "Whether the fast path `path` (a key of `CPU_PATHS`) runs on this CPU."
+        try:
+            return self.paths[path]
+        except KeyError:
+            raise KeyError(f"unknown CPU path {path!r}; the paths are {', '.join(CPU_PATHS)}") from None
+
+    def describe(self) -> str:
+        "The machine and the flags that matter to the kit, e.g. `x86_64 with avx2 fma f16c`."
+        have = [f for f in KEY_FLAGS if f in self.flags]
+        cap = f", oneDNN capped at {self.onednn_max_isa}" if self.onednn_max_isa else ""
+        return f"{self.machine} with {' '.join(have) or 'none of the flags the kit uses'}{cap}"
+
+    def lacks(self, path: str) -> str:
+        "Why `path` does not run here, in words (empty when it does)."
+        return "" if self.can(path) else f"{CPU_PATHS[path]}; this CPU is {self.describe()}"
+
+    def summary(self) -> dict:
+        "For logs and benchmark JSON: the machine, the flags that matter, the oneDNN cap, and each path's answer."
+        keep = sorted(f for f in self.flags if f in KEY_FLAGS)
+        return {"machine": self.machine, "flags": keep, "onednn_max_isa": self.onednn_max_isa} | {
+            p: self.can(p) for p in CPU_PATHS
+        }
+
+# %% ../../nbs/00_device.ipynb #8bed9431
+def _torch_cpu_flags() -> set:
+    "The flags torch's own CPU checks can tell, where there is no `/proc/cpuinfo` (macOS, Windows)."
+    checks = {
+        "_is_avx2_supported": ("avx2", "fma"),
+        "_is_avx512_supported": ("avx512f", "avx512bw", "avx512vl", "avx512dq"),
+        "_is_vnni_supported": ("avx512_vnni",),
+        "_is_avx512_bf16_supported": ("avx512_bf16",),
+        "_is_amx_tile_supported": ("amx_bf16", "amx_int8"),
+    }
+    return {f for fn, names in checks.items() if getattr(torch.cpu, fn, lambda: False)() for f in names}
+
+
+def read_cpu() -> tuple[str, str]:
+    """What `cpu_features` reads: the machine and its flags, space-separated. `MDLM_KIT_CPU` (`machine:flag flag ...`)
+    stands in for the CPU when set; else `platform.machine()` and the first `flags` (x86) or `Features` (arm64) line
+    of `/proc/cpuinfo`, or torch's own checks where there is none."""
+    spec = os.environ.get("MDLM_KIT_CPU", "").strip()
+    if spec:
+        machine, _, flags = spec.partition(":")
+        return machine.strip(), flags
+    import platform
+
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.machine(), " ".join(sorted(_torch_cpu_flags()))
+    line = next((s for s in lines if s.split(":")[0].strip() in ("flags", "Features")), ":")
+    return platform.machine(), line.split(":", 1)[1]
+
+
+@functools.cache
+def cpu_features() -> CpuFeatures:
+    "This CPU's `CpuFeatures`, read once by `read_cpu`, with oneDNN's cap from `ONEDNN_MAX_CPU_ISA` (or `DNNL_...`)."
+    machine, flags = read_cpu()
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or ""
+    return CpuFeatures(machine, frozenset(flags.lower().split()), cap.strip())
+
+
+def cpu_supports_bf16() -> bool:
+    "Whether this CPU has native bf16 matmuls (AVX-512 BF16 or AMX): `cpu_features().can('native_bf16')`."
+    return cpu_features().can("native_bf16")
+
+
+@contextlib.contextmanager
+def simulated_cpu(spec: str):
+    """Within the block `cpu_features()` describes the CPU `spec` names (a key of `EXAMPLE_CPUS`, or `machine:flag
+    ...`), through `MDLM_KIT_CPU`, which subprocesses inherit too; yields those features."""
+    old = os.environ.get("MDLM_KIT_CPU")
+    os.environ["MDLM_KIT_CPU"] = EXAMPLE_CPUS.get(spec, spec)
+    cpu_features.cache_clear()
+    try:
+        yield cpu_features()
+    finally:
+        if old is None:
+            os.environ.pop("MDLM_KIT_CPU", None)
+        else:
+            os.environ["MDLM_KIT_CPU"] = old
+        cpu_features.cache_clear()
+
+
+_NOTED = set()
+
+
+def note_once(text: str):
+    "Print `text` as one line on stderr, once per process: what the kit chose where a request cannot run well here."
+    if text not in _NOTED:
+        _NOTED.add(text)
+        import sys
+
+        print(f"mdlm_kit: {text}", file=sys.stderr)
+
 # %% ../../nbs/00_device.ipynb #1f02ff9d
 PRECISION_CHOICES = ("auto", "fp32", "bf16", "fp16")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -110,28 +262,13 @@ def resolve_precision(precision: str | None, device: torch.device) -> Precision:
         )
     if p == "bf16" and dt == "cuda" and not torch.cuda.is_bf16_supported():
         raise DeviceError("This GPU has no bf16 support: use --precision fp16 (with loss scaling) or fp32.")
-    if p == "bf16" and dt == "cpu" and cpu_supports_bf16() is False:
+    if p == "bf16" and dt == "cpu" and not cpu_supports_bf16():
         warnings.warn(
-            "bf16 on this CPU has no native support (no AVX-512 BF16/AMX): matmuls run far slower than in "
-            "fp32. Use --precision fp32 here.",
+            f"bf16 on this CPU has no native support ({cpu_features().lacks('native_bf16')}): matmuls run far "
+            "slower than in fp32. Use --precision fp32 here.",
             stacklevel=2,
         )
     return Precision(p, dt)
-
-
-@functools.cache
-def cpu_flags() -> str | None:
-    "This CPU's feature flags as `/proc/cpuinfo` lists them (read once); None when it cannot be told (not Linux)."
-    try:
-        return Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return None
-
-
-def cpu_supports_bf16() -> bool | None:
-    "Whether this CPU has native bf16 matmuls (AVX-512 BF16 or AMX); None when it cannot be told (not Linux)."
-    flags = cpu_flags()
-    return None if flags is None else any(f in flags for f in ("avx512_bf16", "amx_bf16"))
 
 # %% ../../nbs/00_device.ipynb #04da17dd
 BF16_CPU_MAX_TOKENS = (
@@ -150,6 +287,8 @@ def inference_precision(
     if p == "int8":
         if dt != "cpu":
             raise DeviceError(f"int8 decoding runs on an x86 CPU, not {dt}; use --precision bf16 (or auto) there.")
+        if not cpu_features().can("int8"):
+            raise DeviceError(f"int8 decoding: {cpu_features().lacks('int8')}; use --precision fp32 or bf16 here.")
         return Precision("int8", dt)
     if p == "auto":
         if dt == "cuda":
@@ -160,7 +299,10 @@ def inference_precision(
             wide_ok = cpu_supports_bf16() and not verifies  # verification: fp32, as fast as bf16 here (lesson 21)
             p = "bf16" if tokens_per_forward <= BF16_CPU_MAX_TOKENS or wide_ok else "fp32"
     if p in ("bf16", "bfloat16") and dt == "cpu":
-        return Precision("bf16", dt)  # no slow-bf16 warning: a decode step is bound by reading the weights
+        if (tokens_per_forward > BF16_CPU_MAX_TOKENS or verifies) and not cpu_supports_bf16():
+            note_once(f"--precision bf16: {cpu_features().lacks('native_bf16')}; forwards of several tokens run slower "
+                      "than in fp32 here (auto picks fp32 for them).")  # fmt: skip
+        return Precision("bf16", dt)  # one token a forward: no note, the step is bound by reading the weights
     return resolve_precision(p, device)
 
 
@@ -298,6 +440,17 @@ def device_summary(device: torch.device, precision: Precision) -> dict:
     }
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
+    else:
+        info["cpu"] = cpu_features().describe()
+    return info
+
+
+def machine_summary() -> dict:
+    """What a benchmark's figures were measured on, for its JSON: the CPU (`CpuFeatures.summary`: the flags that
+    matter and each fast path's answer), torch, its threads, and the GPU where there is one."""
+    info = {"cpu": cpu_features().summary(), "torch": torch.__version__, "threads": torch.get_num_threads()}
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name()
     return info
 
 

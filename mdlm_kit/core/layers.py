@@ -15,14 +15,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from .config import ConfigError
-from .device import DeviceError, cpu_flags
+from .device import DeviceError, cpu_features, note_once
 
 # %% auto #0
-__all__ = ['FEW_ROWS_MAX', 'PACKED_ROWS', 'PACKED_FOR_ROWS', 'RMSNorm', 'rope_tables', 'apply_rope', 'few_rows_linear',
-           'FewRowsLinear', 'OneRowLinear', 'packed_linear_available', 'pack_weight', 'packed_linear', 'PackedLinear',
-           'few_rows_linears', 'choose_products', 'int8_linear_available', 'pack_int8_weight', 'int8_linear',
-           'Int8Linear', 'int8_rows_levels', 'int8_rows_linear', 'Int8RowsLinear', 'int8_linears', 'GatedMLP',
-           'make_optimizer', 'lr_schedule']
+__all__ = ['FEW_ROWS_MAX', 'PACKED_ROWS', 'PACKED_FOR_ROWS', 'ROWS_ALONE_MAX', 'RMSNorm', 'rope_tables', 'apply_rope',
+           'few_rows_linear', 'FewRowsLinear', 'OneRowLinear', 'packed_linear_available', 'pack_weight',
+           'rows_alone_linear', 'packed_linear', 'PackedLinear', 'few_rows_linears', 'choose_products',
+           'int8_linear_available', 'int8_lacks', 'pack_int8_weight', 'int8_linear', 'Int8Linear', 'int8_rows_levels',
+           'int8_rows_linear', 'Int8RowsLinear', 'int8_linears', 'GatedMLP', 'make_optimizer', 'lr_schedule']
 
 # %% ../../nbs/02a_layers.ipynb #6e78ba4e
 class RMSNorm(nn.Module):
@@ -93,14 +93,39 @@ PACKED_ROWS = (3, 128)  # rows that PackedLinear sends through oneDNN with its p
 PACKED_FOR_ROWS = 8  # the row count oneDNN lays the weight out for; 3-128 rows all ran faster that way here
 
 
-def packed_linear_available() -> bool:
+ROWS_ALONE_MAX = 32  # bf16 without oneDNN's packing: up to this many rows are computed one at a time, to stay exact
+
+
+@functools.cache
+def _onednn_ops() -> bool:
     "Whether this torch build has the oneDNN (mkldnn) ops `PackedLinear` calls."
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_reorder_linear_weight")
 
 
+def packed_linear_available(dtype: torch.dtype = torch.float32) -> bool:
+    """Whether `PackedLinear` packs weights of `dtype` (fp32 or bf16) here: this torch build has the oneDNN ops, and the
+    CPU what oneDNN needs for that dtype (`cpu_features`, lesson 00)."""
+    return _onednn_ops() and cpu_features().can("packed_bf16" if dtype == torch.bfloat16 else "packed_fp32")
+
+
+def _packing_lacks(dtype: torch.dtype) -> str:
+    "Why a weight of `dtype` is not packed here, in words."
+    if not _onednn_ops():
+        return f"this torch build ({torch.__version__}) has no oneDNN"
+    return cpu_features().lacks("packed_bf16" if dtype == torch.bfloat16 else "packed_fp32")
+
+
 def pack_weight(weight: torch.Tensor) -> torch.Tensor:
-    "oneDNN's copy of a linear's `weight` laid out for `PACKED_FOR_ROWS` rows (an opaque tensor, for `packed_linear`)."
+    """oneDNN's copy of a linear's `weight` laid out for `PACKED_FOR_ROWS` rows (an opaque tensor, for `packed_linear`).
+    Refused, saying why, where `packed_linear_available` says no (oneDNN itself would fail, or compute slowly)."""
+    if not packed_linear_available(weight.dtype):
+        raise DeviceError(f"cannot pack a {weight.dtype} weight here: {_packing_lacks(weight.dtype)}.")
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach(), PACKED_FOR_ROWS)
+
+
+def rows_alone_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    "`F.linear` of rows `x` (n, in), each row its own call: a row's bits do not depend on the rows beside it."
+    return torch.cat([F.linear(r, weight, bias) for r in x.split(1)]) if len(x) > 1 else F.linear(x, weight, bias)
 
 
 def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -111,7 +136,8 @@ def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
 class PackedLinear(OneRowLinear):
     """A `OneRowLinear` that sends 3-128 fp32 CPU rows (bf16: 1-128, one as two), without autograd, through oneDNN
     with a copy of its weight laid out for a few rows: made on first use and again when the weight changes; never saved
-    (`state_dict` is unchanged)."""
+    (`state_dict` is unchanged). Where this CPU cannot pack a dtype (`packed_linear_available`), fp32 rows take the
+    `OneRowLinear` path and up to `ROWS_ALONE_MAX` bf16 rows are computed one at a time: the same exactness."""
 
     def packed_weight(self) -> torch.Tensor:
         key = (self.weight.data_ptr(), self.weight._version)  # an in-place update or a new tensor repacks
@@ -133,6 +159,10 @@ class PackedLinear(OneRowLinear):
         if grad or not cpu or dt not in (torch.float32, torch.bfloat16) or not fewest <= rows <= PACKED_ROWS[1]:
             return super().forward(x)
         x2 = x.reshape(rows, -1)
+        if not packed_linear_available(dt):  # this CPU cannot pack: the plain path, bf16 rows one at a time
+            if dt == torch.float32 or rows > ROWS_ALONE_MAX:
+                return super().forward(x)
+            return rows_alone_linear(x2, w, self.bias).view(*x.shape[:-1], w.shape[0])
         if rows == 1:  # bf16: one row and a zero row, so that a row is the same bits as among 2-32 rows
             x2 = torch.cat([x2, torch.zeros_like(x2)])
         y = packed_linear(x2, self.packed_weight(), self.bias)[:rows]
@@ -144,9 +174,13 @@ def few_rows_linears(
 ) -> nn.Module:
     """Switch every plain `nn.Linear` inside `module` (and each of `more`: a target and its drafter at once) to
     `FewRowsLinear` (`OneRowLinear` with `one_row`, `PackedLinear` with `packed`), or back with `enable=False`, in
-    place; returns `module`."""
-    if enable and packed and not packed_linear_available():
-        raise DeviceError("packed linears need a torch build with oneDNN (mkldnn); drop --packed on this machine.")
+    place; returns `module`. `packed` where a dtype of the module's linears cannot be packed here: noted in one line,
+    and those linears take the plain path (`PackedLinear`)."""
+    if enable and packed:
+        dtypes = {m.weight.dtype for mod in (module, *more) for m in mod.modules() if isinstance(m, nn.Linear)}
+        for dt in sorted(dtypes & {torch.float32, torch.bfloat16}, key=str):
+            if not packed_linear_available(dt):
+                note_once(f"{_packing_lacks(dt)}: {str(dt)[6:]} linears take the plain path instead.")
     new = nn.Linear if not enable else PackedLinear if packed else OneRowLinear if one_row else FewRowsLinear
     for m in (x for mod in (module, *more) for x in mod.modules()):
         if type(m) in (nn.Linear, FewRowsLinear, OneRowLinear, PackedLinear):
@@ -195,16 +229,31 @@ def choose_products(module: nn.Module, rows: int = 5, repeats: int = 5) -> dict:
     return {"one_row": one_row, "packed": pk, "ms": ms}
 
 # %% ../../nbs/02a_layers.ipynb #7a77ce17
-def int8_linear_available() -> bool:
-    "Whether this torch build and CPU have the x86 (fbgemm) int8 kernels `Int8Linear` and `Int8RowsLinear` call."
+@functools.cache
+def _fbgemm_ops() -> bool:
+    "Whether this torch build has the x86 (fbgemm) int8 kernels `Int8Linear` and `Int8RowsLinear` call."
     engine = torch.backends.quantized.engine in ("x86", "fbgemm")
     ops = ("linear_dynamic", "linear_with_input_q_dq_qweight_dq_output_fp32")  # Int8Linear's, Int8RowsLinear's
     return engine and all(hasattr(torch.ops.quantized, op) for op in ops)
 
 
+def int8_linear_available() -> bool:
+    "Whether this torch build and CPU have the x86 (fbgemm) int8 kernels `Int8Linear` and `Int8RowsLinear` call."
+    return _fbgemm_ops() and cpu_features().can("int8")
+
+
+def int8_lacks() -> str:
+    "Why the int8 linears do not run here, in words (empty when they do)."
+    if not _fbgemm_ops():
+        return f"this torch build ({torch.__version__}) has no x86 (fbgemm) int8 kernels"
+    return cpu_features().lacks("int8")
+
+
 def pack_int8_weight(weight: torch.Tensor, bias: torch.Tensor | None = None):
     """fbgemm's int8 copy of a linear (an opaque object, for `int8_linear`): `weight` (out, in) rounded to int8 with
-    one scale per output row, max |w| / 127, and the fp32 `bias`."""
+    one scale per output row, max |w| / 127, and the fp32 `bias`. Refused, saying why, where the kernels do not run."""
+    if not int8_linear_available():
+        raise DeviceError(f"cannot make an int8 copy of a weight here: {int8_lacks()}.")
     w = weight.detach().float()
     scale = (w.abs().amax(1) / 127).clamp_min(1e-12).double()
     zero = torch.zeros(w.shape[0], dtype=torch.long, device=w.device)
@@ -247,11 +296,10 @@ class Int8Linear(nn.Linear):
         return int8_linear(x, self.int8_weight())
 
 # %% ../../nbs/02a_layers.ipynb #adad9a89
-@functools.cache  # read on every int8 product: once is enough
 def int8_rows_levels() -> int:
-    "Steps on each side of zero for a row in `int8_rows_linear`: 127 with VNNI (or when it cannot be told), 63 without."
-    flags = cpu_flags() or ""
-    return 127 if "vnni" in flags or "avx2" not in flags else 63  # AVX2 alone adds products in 16 bits
+    "Steps on each side of zero for a row in `int8_rows_linear`: 127 with VNNI (AVX-512 or AVX), 63 without."
+    cpu = cpu_features()
+    return 127 if cpu.has("avx512_vnni") or cpu.has("avx_vnni") else 63  # AVX2 alone adds products in 16 bits
 
 
 def int8_rows_linear(x: torch.Tensor, packed, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -288,7 +336,7 @@ def int8_linears(
     mods = [x for mod in (module, *more) for n, x in mod.named_modules() if not (enable and n in keep)]
     flag = "--precision" if rows else "--draft-precision"  # a target's flag, or a drafter's
     if enable and not int8_linear_available():
-        raise DeviceError(f"int8 linears need torch's x86 (fbgemm) int8 kernels; use {flag} fp32 or bf16.")
+        raise DeviceError(f"int8 linears do not run here ({int8_lacks()}); use {flag} fp32 or bf16.")
     where = {p.device.type for m in mods for p in m.parameters(recurse=False)} - {"cpu"} if enable else set()
     if where:
         raise DeviceError(f"int8 linears run on a CPU, not {', '.join(sorted(where))}; use {flag} bf16 there.")

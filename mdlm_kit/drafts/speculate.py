@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 import torch
-from ..core.device import cast_weights, draft_dtype
-from ..core.layers import Int8Linear, int8_linears
+from ..core.device import cast_weights, draft_dtype, note_once
+from ..core.layers import Int8Linear, int8_lacks, int8_linear_available, int8_linears
 from .chat_data import embedded_prompts, heldout_prompts, load_conversations, normalize_conversation
 from .chat_data import tokenize_conversation
 from .dflash import DFlashDraftModel, DFlashProposer, is_dflash_config
@@ -63,8 +63,12 @@ INT8_KEEP = ("fc",)  # both drafters' projection of the target's hidden states: 
 
 def set_draft_precision(draft, name: str, target_dtype: torch.dtype):
     """A drafter in the precision `--draft-precision` names: its weights cast by `draft_dtype`, and with `int8` its
-    linears but `INT8_KEEP` switched to `Int8Linear` (lesson 02a); returns `draft`."""
+    linears but `INT8_KEEP` switched to `Int8Linear` (lesson 02a); returns `draft`. Where the int8 kernels do not run
+    (an arm64 CPU, say), an int8 drafter stays fp32, noted in one line: the target's output is the same."""
     cast_weights(draft, draft_dtype(name, target_dtype))
+    if name == "int8" and not int8_linear_available() and next(draft.parameters()).device.type == "cpu":
+        note_once(f"--draft-precision int8: {int8_lacks()}; the drafter computes in fp32 instead.")
+        return draft
     return int8_linears(draft, keep=INT8_KEEP) if name == "int8" else draft
 
 

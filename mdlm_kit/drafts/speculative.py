@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 import torch
 from .targets import SamplingParams, draw, exact_rows, target_probs
 from ..core.device import KitError, synchronize
-from ..core.layers import packed_linear_available
 
 # %% auto #0
 __all__ = ['SpeculativeError', 'accept_draft', 'verify', 'CachedTarget', 'DecodeResult', 'plain_decode', 'Proposal', 'Proposer',
@@ -74,7 +73,7 @@ class CachedTarget:
         from transformers import DynamicCache
 
         bf16 = target.model.get_input_embeddings().weight.dtype == torch.bfloat16
-        if bf16 and target.device.type == "cpu" and packed_linear_available():
+        if bf16 and target.device.type == "cpu":  # on every CPU: packed where it can, else a row at a time
             exact_rows(target)
         self.t, self.layer_ids = target, list(layer_ids)
         self.cache = DynamicCache()

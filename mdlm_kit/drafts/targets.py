@@ -514,8 +514,10 @@ def row_attention(module, query, key, value, attention_mask, dropout=0.0, scalin
 
 def exact_rows(target: TargetModel) -> TargetModel:
     """`target`, in place, with `row_attention` and packed linears (`PackedLinear`): each row of a short forward is the
-    same bits as in a one-token step, so verification agrees with plain decoding in bf16 too. Returns `target`."""
-    few_rows_linears(target.model, packed=True)  # refused, with the fix, without oneDNN; kept if already packed
+    same bits as in a one-token step, so verification agrees with plain decoding in bf16 too. On a CPU that cannot
+    pack bf16 weights (lesson 00) the linears compute those rows one at a time instead: as exact, slower. Returns
+    `target`."""
+    few_rows_linears(target.model, packed=True)  # noted in one line where this CPU cannot pack; kept if packed
     return rows_attention(target)
 
 

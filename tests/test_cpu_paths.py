@@ -1,0 +1,78 @@
+"""Every CPU the kit runs on: the CPU fast paths are chosen by one probe (`cpu_features`, lesson 00), and where a CPU
+lacks what a path needs the plain path runs with the same results. The probe's input is replaced (`MDLM_KIT_CPU`), so
+these run on any machine; `ONEDNN_MAX_CPU_ISA=AVX2` makes oneDNN itself refuse what an AVX2 laptop's oneDNN refuses."""
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+# an AVX2 laptop: the probe sees its flags, oneDNN and ATen are held to AVX2 (oneDNN then refuses to pack bf16)
+LAPTOP = {"MDLM_KIT_CPU": "x86_64:avx2 fma f16c", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+ARM64 = {"MDLM_KIT_CPU": "aarch64:asimd"}  # no x86 path at all
+
+
+def _env(extra: dict) -> dict:
+    return os.environ | {"PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg"} | extra
+
+
+@pytest.mark.parametrize("cpu", ["laptop", "arm64"])
+def test_every_lesson_runs_on_an_avx2_laptop_and_on_arm64(cpu):
+    "Each notebook, top to bottom (`nbdev-test`), as the CPU without AVX-512 or without any x86 path would run it."
+    if cpu == "laptop" and platform.machine().lower() not in ("x86_64", "amd64"):
+        pytest.skip("an x86 CPU is simulated on an x86 machine only (its kernels run for real)")
+    env = _env(LAPTOP if cpu == "laptop" else ARM64)
+    r = subprocess.run(
+        [str(BIN / "nbdev-test"), "--n-workers", "2"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
+    )
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+
+
+def test_the_probe_honours_onednns_cap_and_packed_bf16_falls_back():
+    """Under the real `ONEDNN_MAX_CPU_ISA=AVX2` (this CPU's own flags), the probe says bf16 is not packed, a bf16
+    `PackedLinear` computes its rows one at a time (what oneDNN would refuse), and fp32 is still packed."""
+    code = """
+import torch, torch.nn as nn
+from mdlm_kit.core.device import cpu_features
+from mdlm_kit.core.layers import PackedLinear, few_rows_linears, packed_linear_available
+assert cpu_features().onednn_max_isa == "AVX2" and not cpu_features().can("packed_bf16")
+assert packed_linear_available(torch.bfloat16) is False
+lin = few_rows_linears(nn.Sequential(nn.Linear(64, 96)).to(torch.bfloat16), packed=True)[0]  # noted
+xs = torch.randn(16, 64, dtype=torch.bfloat16)
+with torch.no_grad():
+    alone = torch.cat([lin(xs[i : i + 1]) for i in range(16)])
+    assert all(torch.equal(lin(xs[:n]), alone[:n]) for n in (2, 3, 8, 16)) and not hasattr(lin, "_packed")
+    f32 = few_rows_linears(nn.Sequential(nn.Linear(64, 96)), packed=True)[0]
+    f32(torch.randn(5, 64))
+print("packed fp32:", hasattr(f32, "_packed") == packed_linear_available())
+"""
+    r = subprocess.run(
+        [sys.executable, "-c", code], env=_env({"ONEDNN_MAX_CPU_ISA": "AVX2"}), capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "packed fp32: True" in r.stdout
+    assert "oneDNN's bf16 linears with a packed weight" in r.stderr and "oneDNN capped at AVX2" in r.stderr
+
+
+def test_a_torch_build_without_onednn_or_fbgemm_takes_the_plain_paths(monkeypatch, capsys):
+    "A torch build without oneDNN: `--packed` is noted and plain; without fbgemm's int8: refused with the fix."
+    import torch.nn as nn
+    from mdlm_kit.core import device, layers
+
+    device._NOTED.clear()
+    monkeypatch.setattr(layers, "_onednn_ops", lambda: False)
+    monkeypatch.setattr(layers, "_fbgemm_ops", lambda: False)
+    lin = layers.few_rows_linears(nn.Sequential(nn.Linear(8, 4)), packed=True)[0]
+    x = torch.randn(5, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(lin(x), torch.nn.functional.linear(x, lin.weight, lin.bias))
+    assert not hasattr(lin, "_packed")
+    assert "has no oneDNN: float32 linears take the plain path" in capsys.readouterr().err
+    with pytest.raises(device.DeviceError, match="no x86 \\(fbgemm\\) int8 kernels.*use --draft-precision fp32"):
+        layers.int8_linears(nn.Linear(3, 2))
