@@ -279,10 +279,10 @@ BF16_CPU_MAX_TOKENS = (
 def inference_precision(
     precision: str | None, device: torch.device, tokens_per_forward: int = 1, verifies: bool = False
 ) -> Precision:
-    """Weights for decoding: `auto` is bf16 on bf16 GPUs (else fp16), fp16 on MPS; on a CPU bf16 for one-token forwards,
-    fp32 for more without native bf16, and fp32 for a forward that `verifies` drafts (bf16 verifies exactly too, with
-    `exact_rows`, but was no faster on a CPU). `int8`, asked for on a CPU: fp32 weights whose linears compute in int8
-    (`int8_target`, lesson 10), a slightly different model."""
+    """Weights for decoding: `auto` is bf16 on bf16 GPUs (else fp16), fp16 on MPS; on a CPU bf16 for one-token forwards
+    (x86, or arm64 with bf16), fp32 for more without native bf16, and fp32 for a forward that `verifies` drafts (bf16
+    verifies exactly too, with `exact_rows`, but was no faster on a CPU). `int8`, asked for on an x86 CPU: fp32 weights
+    whose linears compute in int8 (`int8_target`, lesson 10), a slightly different model."""
     p, dt = (precision or "auto").strip().lower(), device.type
     if p == "int8":
         if dt != "cpu":
@@ -297,7 +297,9 @@ def inference_precision(
             p = "fp16"
         else:
             wide_ok = cpu_supports_bf16() and not verifies  # verification: fp32, as fast as bf16 here (lesson 21)
-            p = "bf16" if tokens_per_forward <= BF16_CPU_MAX_TOKENS or wide_ok else "fp32"
+            cpu = cpu_features()  # an arm64 CPU without FEAT_BF16 widens bf16 in software: fp32 there (unmeasured)
+            one_ok = cpu.x86 or cpu.has("bf16")
+            p = "bf16" if (tokens_per_forward <= BF16_CPU_MAX_TOKENS and one_ok) or wide_ok else "fp32"
     if p in ("bf16", "bfloat16") and dt == "cpu":
         if (tokens_per_forward > BF16_CPU_MAX_TOKENS or verifies) and not cpu_supports_bf16():
             note_once(f"--precision bf16: {cpu_features().lacks('native_bf16')}; forwards of several tokens run slower "
