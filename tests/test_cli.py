@@ -610,3 +610,26 @@ def test_make_chat_data_with_self_written_prompts(tmp_path, capsys):
     main(argv)
     assert "wrote 0 new conversations" in capsys.readouterr().out
     assert (tmp_path / "chat" / "all.self_prompts.jsonl").read_text() == before
+
+
+def test_seed_spellings_and_one_device_refusals(tmp_path, tiny_config, capsys, monkeypatch):
+    """The seeds' `--precision bfloat16` is the kit's bf16; `--tp-size 1` is accepted and a larger one refused with
+    SpecForge named; a torchrun launch of several processes is refused by every trainer before it writes anything."""
+    from mdlm_kit.cli.main import build_config, make_parser
+
+    args = make_parser().parse_args(
+        ["train", "--config", str(tiny_config), "--output-dir", "x", "--precision", "bfloat16"]
+    )
+    assert build_config(args).precision == "bfloat16"  # validated, and resolve_precision reads it as bf16
+    for algo in ("dflash", "eagle3"):
+        out = tmp_path / algo
+        tp = make_parser().parse_args([f"train-{algo}", "--output-dir", str(out), "--tp-size", "1"])
+        assert tp.tp_size == 1
+        expect_error(capsys, [f"train-{algo}", "--output-dir", out, "--tp-size", "2"], "use SpecForge")
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        expect_error(capsys, [f"train-{algo}", "--output-dir", out], "started as one of 2 processes (torchrun)")
+        monkeypatch.delenv("WORLD_SIZE")
+        assert not out.exists()
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", tmp_path / "r"], "Run it as one process")
+    assert not (tmp_path / "r").exists()

@@ -11,11 +11,12 @@ from pathlib import Path
 from ..drafts.train import DraftTrainConfig, DraftTrainer
 from ..drafts.dflash import build_target_layer_ids
 from ..core.config import ConfigError
-from ..core.device import DRAFT_PRECISIONS
+from ..core.device import DRAFT_PRECISIONS, launched_world_size
 
 # %% auto #0
-__all__ = ['DFLASH_ONLY', 'EAGLE3_ONLY', 'EAGLE3_DEFAULTS', 'add_config_flags', 'config_from_args', 'cmd_train_draft',
-           'cmd_make_chat_data', 'cmd_hidden_states', 'cmd_speculate', 'add_draft_commands']
+__all__ = ['DFLASH_ONLY', 'EAGLE3_ONLY', 'EAGLE3_DEFAULTS', 'SPECFORGE', 'add_config_flags', 'config_from_args',
+           'one_device_only', 'cmd_train_draft', 'cmd_make_chat_data', 'cmd_hidden_states', 'cmd_speculate',
+           'add_draft_commands']
 
 # %% ../../nbs/16_draft_cli.ipynb #357a1d7b
 _HELP = {
@@ -127,7 +128,25 @@ def config_from_args(args) -> DraftTrainConfig:
     return DraftTrainConfig.from_flags(**{k: getattr(args, k, v) for k, v in flat.items()})
 
 
+SPECFORGE = "SpecForge (sgl-project/SpecForge), which trains DFlash and EAGLE-3 drafters sharded over many GPUs"
+
+
+def one_device_only(tp_size: int = 1):
+    "Refuse what the drafter trainers do not do, naming the alternative: tensor parallelism, or a torchrun launch."
+    if tp_size != 1:
+        raise ConfigError(
+            f"--tp-size {tp_size}: the kit trains a drafter on one device (--tp-size 1); use {SPECFORGE}."
+        )
+    world = launched_world_size()
+    if world > 1:
+        raise ConfigError(
+            f"started as one of {world} processes (torchrun): the kit's drafter trainers use one device, so every "
+            f"rank would train the same job. Run one process without torchrun, or use {SPECFORGE}."
+        )
+
+
 def cmd_train_draft(args):
+    one_device_only(args.tp_size)
     cfg = config_from_args(args)
     res = DraftTrainer(
         cfg,
@@ -531,6 +550,7 @@ def add_draft_commands(sub):
         p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --output-dir")
         p.add_argument("--max-run-steps", type=int, help="stop safely after this many steps in this invocation")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        p.add_argument("--tp-size", type=int, default=1, help="tensor-parallel size: 1 (larger: SpecForge's job)")
         seed = {
             "gradient_accumulation_steps": ["--accumulation-steps"],
             "draft_config_path": ["--draft-model-config"],

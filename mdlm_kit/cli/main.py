@@ -11,7 +11,7 @@ from pathlib import Path
 from ..core.checkpoint import atomic_write_text, read_events
 from ..core.config import ExperimentConfig, apply_overrides, load_config, to_toml
 from ..text.data import DataError, PackedData, known_word_fraction, prepare_data
-from ..core.device import KitError, inference_precision, resolve_device
+from ..core.device import KitError, inference_precision, launched_world_size, resolve_device
 from ..text.tokenizer import tokenizer_sha256
 from ..mdlm.diffusion import text_ar_nll, text_elbo
 from ..mdlm.sampling import SAMPLERS, ar_generate, decode, generate, load_inference, objective_of
@@ -76,6 +76,11 @@ def cmd_prepare(args):
 
 
 def cmd_train(args):
+    if launched_world_size() > 1:  # until the trainer shards its data and syncs its gradients
+        raise UsageError(
+            f"started as one of {launched_world_size()} processes (torchrun): `mdlm-kit train` trains on one device "
+            "here, so every rank would train the same job. Run it as one process, without torchrun."
+        )
     cfg = build_config(args)
     Trainer(
         cfg, args.output_dir, resume=args.resume, max_run_steps=args.max_run_steps, progress=not args.no_progress

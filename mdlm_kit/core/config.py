@@ -10,7 +10,7 @@ import difflib, json, math, tomllib
 from dataclasses import dataclass, field, fields, asdict
 from pathlib import Path
 from typing import Any
-from .device import DEVICE_CHOICES, PRECISION_CHOICES, KitError
+from .device import DEVICE_CHOICES, PRECISION_CHOICES, KitError, canonical_precision
 
 # %% auto #0
 __all__ = ['OBJECTIVES', 'RENAMED_KEYS', 'ModelConfig', 'DataConfig', 'TrainingConfig', 'ExperimentConfig', 'ConfigError',
@@ -167,7 +167,7 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
         _check(getattr(t, k) > 0, f"training.{k}", "must be > 0")
     _check(t.max_grad_norm >= 0, "training.max_grad_norm", "must be >= 0 (0 disables clipping)")
     _check(cfg.device.split(":")[0] in DEVICE_CHOICES, "device", f"must be one of {DEVICE_CHOICES}")
-    _check(cfg.precision in PRECISION_CHOICES, "precision", f"must be one of {PRECISION_CHOICES}")
+    _check(canonical_precision(cfg.precision) in PRECISION_CHOICES, "precision", f"must be one of {PRECISION_CHOICES}")
     return cfg
 
 # %% ../../nbs/01_config.ipynb #c03ad087

@@ -13,12 +13,13 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['DEVICE_CHOICES', 'CPU_PATHS', 'KEY_FLAGS', 'EXAMPLE_CPUS', 'PRECISION_CHOICES', 'BF16_CPU_MAX_TOKENS',
-           'DRAFT_PRECISIONS', 'FACTORIES', 'KitError', 'DeviceError', 'mps_available', 'resolve_device', 'CpuFeatures',
-           'read_cpu', 'cpu_features', 'cpu_supports_bf16', 'simulated_cpu', 'note_once', 'Precision',
-           'resolve_precision', 'inference_precision', 'draft_dtype', 'cast_weights', 'autocast', 'make_grad_scaler',
-           'configure_backends', 'sdpa_context', 'seed_everything', 'get_rng_state', 'set_rng_state', 'preserved_rng',
-           'device_summary', 'machine_summary', 'memory_stats', 'synchronize', 'DeviceAudit']
+__all__ = ['DEVICE_CHOICES', 'CPU_PATHS', 'KEY_FLAGS', 'EXAMPLE_CPUS', 'PRECISION_CHOICES', 'PRECISION_ALIASES',
+           'BF16_CPU_MAX_TOKENS', 'DRAFT_PRECISIONS', 'FACTORIES', 'KitError', 'DeviceError', 'mps_available',
+           'resolve_device', 'CpuFeatures', 'read_cpu', 'cpu_features', 'cpu_supports_bf16', 'simulated_cpu',
+           'note_once', 'Precision', 'canonical_precision', 'resolve_precision', 'inference_precision', 'draft_dtype',
+           'cast_weights', 'autocast', 'make_grad_scaler', 'configure_backends', 'sdpa_context', 'seed_everything',
+           'get_rng_state', 'set_rng_state', 'preserved_rng', 'device_summary', 'machine_summary', 'memory_stats',
+           'launched_world_size', 'synchronize', 'DeviceAudit']
 
 # %% ../../nbs/00_device.ipynb #fc3df06d
 class KitError(Exception):
@@ -219,6 +220,14 @@ def note_once(text: str):
 
 # %% ../../nbs/00_device.ipynb #1f02ff9d
 PRECISION_CHOICES = ("auto", "fp32", "bf16", "fp16")
+PRECISION_ALIASES = {
+    "float32": "fp32",
+    "32": "fp32",
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "half": "fp16",
+    "16": "fp16",
+}
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -242,11 +251,15 @@ class Precision:
         return self.name == "fp16" and self.device_type == "cuda"
 
 
+def canonical_precision(precision: str | None) -> str:
+    "The kit's name for a precision: the seeds' and torch's spellings (`bfloat16`, `float32`, ...) as `bf16`, `fp32`..."
+    p = (precision or "auto").strip().lower()
+    return PRECISION_ALIASES.get(p, p)
+
+
 def resolve_precision(precision: str | None, device: torch.device) -> Precision:
     "`auto` gives bf16 on a bf16-capable GPU, else fp16 on CUDA, fp32 on CPU and MPS; fp16 on CPU is refused."
-    p = (precision or "auto").strip().lower()
-    aliases = {"float32": "fp32", "32": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16", "16": "fp16"}
-    p = aliases.get(p, p)
+    p = canonical_precision(precision)
     if p not in PRECISION_CHOICES:
         raise DeviceError(f"Unknown precision {precision!r}: use one of {', '.join(PRECISION_CHOICES)}.")
     dt = device.type
@@ -283,7 +296,7 @@ def inference_precision(
     (x86, or arm64 with bf16), fp32 for more without native bf16, and fp32 for a forward that `verifies` drafts (bf16
     verifies exactly too, with `exact_rows`, but was no faster on a CPU). `int8`, asked for on an x86 CPU: fp32 weights
     whose linears compute in int8 (`int8_target`, lesson 10), a slightly different model."""
-    p, dt = (precision or "auto").strip().lower(), device.type
+    p, dt = canonical_precision(precision), device.type
     if p == "int8":
         if dt != "cpu":
             raise DeviceError(f"int8 decoding runs on an x86 CPU, not {dt}; use --precision bf16 (or auto) there.")
@@ -300,7 +313,7 @@ def inference_precision(
             cpu = cpu_features()  # an arm64 CPU without FEAT_BF16 widens bf16 in software: fp32 there (unmeasured)
             one_ok = cpu.x86 or cpu.has("bf16")
             p = "bf16" if (tokens_per_forward <= BF16_CPU_MAX_TOKENS and one_ok) or wide_ok else "fp32"
-    if p in ("bf16", "bfloat16") and dt == "cpu":
+    if p == "bf16" and dt == "cpu":
         if (tokens_per_forward > BF16_CPU_MAX_TOKENS or verifies) and not cpu_supports_bf16():
             note_once(f"--precision bf16: {cpu_features().lacks('native_bf16')}; forwards of several tokens run slower "
                       "than in fp32 here (auto picks fp32 for them).")  # fmt: skip
@@ -468,6 +481,16 @@ def memory_stats(device: torch.device) -> dict:
         return {"max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
     except Exception:
         return {}
+
+
+def launched_world_size() -> int:
+    "How many processes a launcher (`torchrun`, `torch.distributed.run`) started this run as: `WORLD_SIZE`, else 1."
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        raise DeviceError(
+            f"WORLD_SIZE={os.environ['WORLD_SIZE']!r} is not a number: unset it, or launch with torchrun."
+        )
 
 
 def synchronize(device: torch.device):
