@@ -58,7 +58,7 @@ def test_lessons_use_only_what_earlier_lessons_define():
 
 def test_the_order_check_can_fail():
     lessons = course()
-    swapped = [lessons[1], lessons[0]] + lessons[2:]  # the model lesson before the objective it trains with
+    swapped = [lessons[0], lessons[2], lessons[1]] + lessons[3:]  # the model lesson before the objective it trains with
     assert any("08_train imports mdlm_kit.mdlm.diffusion" in v for v in order_violations(swapped))
 
 
