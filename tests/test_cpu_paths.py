@@ -6,6 +6,7 @@ import os
 import platform
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,9 @@ ARM64 = {"MDLM_KIT_CPU": "aarch64:asimd"}  # no x86 path at all
 
 
 def _env(extra: dict) -> dict:
-    return os.environ | {"PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg"} | extra
+    "This process's environment with `extra`, and compiled kernels of its own (made under other CPU settings)."
+    own = {"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="mdlm_kit_inductor_sim_")}
+    return os.environ | {"PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg"} | own | extra
 
 
 @pytest.mark.parametrize("cpu", ["laptop", "arm64"])
