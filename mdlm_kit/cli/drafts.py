@@ -14,9 +14,8 @@ from ..core.config import ConfigError
 from ..core.device import DRAFT_PRECISIONS, launched_world_size
 
 # %% auto #0
-__all__ = ['DFLASH_ONLY', 'EAGLE3_ONLY', 'EAGLE3_DEFAULTS', 'SPECFORGE', 'add_config_flags', 'config_from_args',
-           'one_device_only', 'cmd_train_draft', 'cmd_make_chat_data', 'cmd_hidden_states', 'cmd_speculate',
-           'add_draft_commands']
+__all__ = ['DFLASH_ONLY', 'EAGLE3_ONLY', 'EAGLE3_DEFAULTS', 'add_config_flags', 'config_from_args', 'one_device_only',
+           'cmd_train_draft', 'cmd_make_chat_data', 'cmd_hidden_states', 'cmd_speculate', 'add_draft_commands']
 
 # %% ../../nbs/16_draft_cli.ipynb #357a1d7b
 _HELP = {
@@ -128,20 +127,20 @@ def config_from_args(args) -> DraftTrainConfig:
     return DraftTrainConfig.from_flags(**{k: getattr(args, k, v) for k, v in flat.items()})
 
 
-SPECFORGE = "SpecForge (sgl-project/SpecForge), which trains DFlash and EAGLE-3 drafters sharded over many GPUs"
+_SPECFORGE = "SpecForge (sgl-project/SpecForge), which trains DFlash and EAGLE-3 drafters sharded over many GPUs"
 
 
 def one_device_only(tp_size: int = 1):
     "Refuse what the drafter trainers do not do, naming the alternative: tensor parallelism, or a torchrun launch."
     if tp_size != 1:
         raise ConfigError(
-            f"--tp-size {tp_size}: the kit trains a drafter on one device (--tp-size 1); use {SPECFORGE}."
+            f"--tp-size {tp_size}: the kit trains a drafter on one device (--tp-size 1); use {_SPECFORGE}."
         )
     world = launched_world_size()
     if world > 1:
         raise ConfigError(
             f"started as one of {world} processes (torchrun): the kit's drafter trainers use one device, so every "
-            f"rank would train the same job. Run one process without torchrun, or use {SPECFORGE}."
+            f"rank would train the same job. Run one process without torchrun, or use {_SPECFORGE}."
         )
 
 
