@@ -22,6 +22,7 @@ what pays for its 1,700 steps; where they train in fp32, `--eagle3-steps 1000` a
 import argparse, json, os, resource, subprocess, sys, time
 from pathlib import Path
 from mdlm_kit.core.checkpoint import atomic_write_text, read_events
+from mdlm_kit.core.device import machine_summary
 
 # one pass of the target for both drafters: the union of their layers; each trainer reads its own from it (and drops
 # the conversations too short for it: DFlash needs 2 x block size supervised tokens)
@@ -163,8 +164,6 @@ def _sizes(feats: Path) -> dict:
 
 def collect(run: Path, command: str) -> dict:
     "The summary of a finished recipe run."
-    from mdlm_kit.core.device import machine_summary
-
     out = {"command": command, "run": str(run), "machine": machine_summary()}
     times = run / "recipe_times.json"
     out["stages"] = json.loads(times.read_text()) if times.is_file() else {}

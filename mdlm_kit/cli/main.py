@@ -76,9 +76,10 @@ def cmd_prepare(args):
 
 
 def cmd_train(args):
-    if launched_world_size() > 1:  # until the trainer shards its data and syncs its gradients
+    world = launched_world_size()
+    if world > 1:  # until the trainer shards its data and syncs its gradients
         raise UsageError(
-            f"started as one of {launched_world_size()} processes (torchrun): `mdlm-kit train` trains on one device "
+            f"started as one of {world} processes (torchrun): `mdlm-kit train` trains on one device "
             "here, so every rank would train the same job. Run it as one process, without torchrun."
         )
     cfg = build_config(args)
