@@ -15,7 +15,7 @@ a run first scores `--target-bpc` or better.
 `--from-quickstart RUN` reads the curves of a finished `mdlm-kit quickstart --baseline` instead of training: there the
 two models trained at the same time on one core each, so their wall clocks compare directly (evaluations included,
 the same for both); their validation events give nats/token, converted with the validation split's characters. The
-result (curves, unigram entropy, time-to-quality) goes to `--out` as JSON; lesson 08 draws its figure from it.
+result (curves, unigram entropy, time-to-quality) goes to `--out` as JSON; lesson 11 draws its figure from it.
 """
 
 import argparse, hashlib, json, math, tempfile, time
@@ -31,7 +31,7 @@ from mdlm_kit.mdlm.train import Trainer
 RUNS = {  # name: overrides of the built-in quickstart config
     "mdlm": [],
     "ar": ['training.objective="ar"'],
-    # the default before lesson 08's fixes: no output bias, no local mixing, coin-flip masking, 300 steps of 32
+    # the default before lesson 11's fixes: no output bias, no local mixing, coin-flip masking, 300 steps of 32
     "mdlm_before": [
         "model.head_bias=false",
         "model.local_mixing=0",
@@ -41,7 +41,7 @@ RUNS = {  # name: overrides of the built-in quickstart config
         "training.min_lr=0.0003",
         "training.warmup_steps=30",
     ],
-    # one change each, against the default (the ablations of lesson 08)
+    # one change each, against the default (the ablations of lesson 11)
     "no_head_bias": ["model.head_bias=false"],
     "no_local_mixing": ["model.local_mixing=0"],
     "ar_no_local_mixing": ['training.objective="ar"', "model.local_mixing=0"],

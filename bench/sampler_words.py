@@ -5,7 +5,7 @@ text.
 
 For each setting, 64 tokens after each of three prompts (none, 'The for statement', 'Return the') with three seeds;
 a word is a run of 3+ letters, and it counts when the training split's text contains it (`known_word_fraction`).
-Glued sub-word fragments, the mark of a model that has not learned its context, count as misses. Lesson 07 quotes the
+Glued sub-word fragments, the mark of a model that has not learned its context, count as misses. Lesson 12 quotes the
 result and the quickstart and playground defaults follow it.
 """
 

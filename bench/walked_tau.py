@@ -1,5 +1,5 @@
 """Two acceptance lengths of one EAGLE-3 drafter from its training pass (TTT): the mean over chain starts, which the
-trainer has always reported as `tau`, and the walk greedy decoding takes (`walked_tau`, lesson 13; `tau_decode`).
+trainer has always reported as `tau`, and the walk greedy decoding takes (`walked_tau`, lesson 17; `tau_decode`).
 
     python bench/walked_tau.py --draft runs/r6/eagle3/draft --features runs/r6/feats/eval --prompts heldout
 

@@ -115,7 +115,7 @@ def test_pages_open_in_chromium_without_errors_and_images_load(site):
 
 def test_figures_are_on_the_pages(site):
     "Saved outputs are what the pages show: the lessons with pictures have them."
-    for nb in ("06_diffusion", "19_widgets", "21_compare_drafters"):
+    for nb in ("07_diffusion", "22_widgets", "21_measure_drafters"):
         assert "<img" in (site / f"{nb}.html").read_text(encoding="utf-8"), (
             f"{nb} shows no figure (run tools/run_nbs.py)"
         )
@@ -131,7 +131,7 @@ def test_search_finds_pages_when_the_site_is_opened_as_files(site):
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         page = browser.new_page()
-        page.goto((site / "06_diffusion.html").as_uri(), wait_until="load")
+        page.goto((site / "07_diffusion.html").as_uri(), wait_until="load")
         box = page.locator(".smalldocs-search input").first
         if not box.is_visible():  # an overlay search opens from its icon
             page.keyboard.press("/")

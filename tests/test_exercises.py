@@ -47,7 +47,7 @@ def _coin_flips(x, t):  # the notebook's own `corrupt`: a random number of masks
 
 
 WRONG = {
-    "06_diffusion": {
+    "07_diffusion": {
         "check_strata": [lambda u: u, lambda u: (u + torch.arange(len(u))) / (len(u) + 1)],
         "check_count_weight": [
             lambda L, k: math.comb(L, k) * math.factorial(k) * math.factorial(L - k) / math.factorial(L + 1),  # no 1/t
@@ -55,7 +55,7 @@ WRONG = {
         ],
         "check_bits_per_char": [lambda n, t, c: n * t / c, lambda n, t, c: n / math.log(2)],
     },
-    "07_sampling": {
+    "12_sampling": {
         "check_schedule": [lambda n, s: [n // s] * s, lambda n, s: [n // s + (i >= s - n % s) for i in range(s)]],
         "check_top_k": [
             lambda x, k: x.masked_fill(x < x.topk(k).values[-1], 0.0),
@@ -66,12 +66,12 @@ WRONG = {
             lambda p, n, b: [(p + i, p + i + b - 1) for i in range(0, n, b)],
         ],
     },
-    "10a_speculative": {
+    "14_speculative": {
         "check_accept": [lambda p, q, d: float(p[d] / q[d]), lambda p, q, d: float(p[d])],
         "check_residual": [lambda p, q: p - q, lambda p, q: (p - q).clamp_min(0)],
         "check_tau": [lambda a, n: (1 - a**n) / (1 - a) if a < 1 else n, lambda a, n: 1 + a * n],
     },
-    "12_dflash": {
+    "16_dflash": {
         "check_decay": [
             lambda B, g: torch.exp(-torch.arange(B, dtype=torch.float64) / g),
             lambda B, g: torch.ones(B, dtype=torch.float64),
@@ -81,7 +81,7 @@ WRONG = {
             lambda S, a, B: torch.cat([torch.arange(S)[None].expand(B, S) < a, torch.ones(B, B).tril().bool()], 1),
         ],
     },
-    "13_eagle3": {
+    "17_eagle3": {
         "check_ttt_mask": [
             lambda S, j: torch.cat([torch.ones(S, S).tril().bool()] * (j + 1), 1),
             lambda S, j: (
@@ -92,14 +92,21 @@ WRONG = {
         ],
         "check_step_weights": [lambda n, d: [d ** (j + 1) for j in range(n)], lambda n, d: [1.0] * n],
     },
-    "05_model": {
+    "09_model": {
         "check_rope_score": [lambda q, k, m, n: float(q @ k), lambda q, k, m, n: float(q @ k) * math.cos(m - n)],
         "check_sees": [lambda T, causal: torch.ones(T, T).tril().bool(), lambda T, causal: torch.ones(T, T).bool()],
     },
-    "08_train": {
+    "11_train": {
         "check_epochs": [lambda s, b, n, t: s * b / t, lambda s, b, n, t: s * n / t],
     },
-    "00_build_from_scratch": {
+    "21_measure_drafters": {
+        "check_speedup": [lambda tau, d, v: tau / v, lambda tau, d, v: (tau - 1) / (d + v)],
+        "check_tau_from_cycles": [
+            lambda h: sum(int(k) * v for k, v in h.items()) / len(h),  # over the kinds of cycle, not the cycles
+            lambda h: sum(int(k) * v for k, v in h.items()) / sum(h.values()) - 1,  # drafts only, not the bonus
+        ],
+    },
+    "01_build_from_scratch": {
         "check_weight": [lambda t: 1 / t, lambda t: (math.pi / 2) * torch.sin(math.pi * t / 2)],
         "check_reveal": [lambda t, s: s / t, lambda t, s: t - s],
         "check_corrupt_exact": [_rows_alike, _coin_flips],
@@ -117,6 +124,7 @@ ANSWER |= {"check_accept": "accept_prob", "check_residual": "residual", "check_t
 ANSWER |= {"check_decay": "decay", "check_block_sees": "block_sees"}
 ANSWER |= {"check_ttt_mask": "ttt_mask", "check_step_weights": "step_weights"}
 ANSWER |= {"check_rope_score": "rope_score", "check_sees": "sees", "check_epochs": "epochs"}
+ANSWER |= {"check_speedup": "speedup", "check_tau_from_cycles": "tau_from_cycles"}
 
 
 def test_at_least_twenty_exercises():

@@ -81,3 +81,25 @@ def test_sample_bodies_leave_out_headers_and_prompts():
         "=== end of sample ===\n"
     )
     assert sample_bodies(text) == {"prompt 'Return the', blocks": " value of x", "unconditional": "glued fragmentsxx"}
+
+
+def test_the_shipped_model_is_the_quickstart_its_provenance_names():
+    "nbs/data/quickstart_mdlm (read by the MDLM lessons): the quickstart config's model, trained its steps, unaltered."
+    import hashlib, tomllib
+    from mdlm_kit.mdlm.sampling import load_inference
+
+    root = Path(__file__).resolve().parents[1]
+    shipped = root / "nbs" / "data" / "quickstart_mdlm"
+    prov = json.loads((shipped / "provenance.json").read_text())
+    assert hashlib.sha256((shipped / "model.safetensors").read_bytes()).hexdigest() == prov["model_safetensors_sha256"]
+    quick = tomllib.loads((root / "configs" / "quickstart.toml").read_text())
+    model, tok = load_inference(shipped, "cpu")  # refuses a tokenizer other than the model's
+    assert prov["trained_steps"] == model.extra_config["trained_steps"] == quick["training"]["max_steps"]
+    shape = {k: getattr(model.config, k) for k in ("n_layer", "n_head", "d_model", "max_seq_len")}
+    assert shape == {k: quick["model"][k] for k in shape}
+    assert (
+        prov["command"].startswith("mdlm-kit quickstart")
+        and sum(p.numel() for p in model.parameters()) == prov["parameters"]
+    )
+    steps = [p["step"] for p in json.loads((shipped / "validation.json").read_text())["points"]]
+    assert steps[-1] == prov["trained_steps"]
