@@ -7,6 +7,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/model.html.md"""
 # %% ../../nbs/09_model.ipynb #f75d2f0a
 from __future__ import annotations
 import math
+from functools import partial
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -16,7 +17,7 @@ from ..core.config import ConfigError, ModelConfig, to_dict, _fill
 from ..core.layers import GatedMLP, RMSNorm, apply_rope, rope_tables
 
 # %% auto #0
-__all__ = ['MODEL_TYPE', 'Attention', 'LocalMix', 'Block', 'DiffusionTransformer']
+__all__ = ['MODEL_TYPE', 'Attention', 'LocalMix', 'Block', 'PrefixCache', 'DiffusionTransformer']
 
 # %% ../../nbs/09_model.ipynb #2f99beb6
 class Attention(nn.Module):
@@ -32,10 +33,13 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
         self.k_norm = RMSNorm(self.head_dim, cfg.norm_eps) if cfg.qk_norm else nn.Identity()
 
-    def forward(self, x, cos, sin, attn_mask=None, causal=False):
+    def forward(self, x, cos, sin, attn_mask=None, causal=False, prefix=None):
+        "`prefix`: a function that puts a cached prefix's keys and values before these (`PrefixCache.attend`)."
         B, T, C = x.shape
-        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = self.qkv(x).view(B, T, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)  # (B, nh, T, hs) each
         q, k = apply_rope(self.q_norm(q), cos, sin), apply_rope(self.k_norm(k), cos, sin)
+        if prefix is not None:
+            k, v = prefix(k, v)  # (B, nh, S + T, hs)
         y = F.scaled_dot_product_attention(
             q,
             k,
@@ -59,12 +63,19 @@ class LocalMix(nn.Module):
             self.weight.fill_(neighbours)
             self.weight[:, :, radius] = 0.0
 
-    def forward(self, x, causal=False):  # x (B, T, C)
+    def forward(self, x, causal=False, neighbours=None, left=None):  # x (B, T, C)
+        """`neighbours` (2r+1, T): the source of each tap in any layout (T: none), as block diffusion's two copies need;
+        `left` (B, m, C): a cached prefix's last positions, the first tokens' left neighbours."""
+        if neighbours is not None:
+            padded = torch.cat([x, x.new_zeros(x.shape[0], 1, x.shape[2])], 1)  # (B, T + 1, C): index T is nothing
+            return x + sum(padded[:, src] * w for src, w in zip(neighbours, self.weight[:, 0].T))
         w = self.weight
         if causal:  # taps for offsets +1..+radius (later tokens) are cut, so an AR model cannot see ahead
             w = w * (torch.arange(2 * self.radius + 1, device=w.device) <= self.radius).to(w.dtype)
-        y = F.conv1d(x.transpose(1, 2), w, padding=self.radius, groups=x.shape[-1])  # (B, C, T)
-        return x + y.transpose(1, 2)
+        m = 0 if left is None else left.shape[1]
+        seq = x if left is None else torch.cat([left.to(x.dtype), x], 1)
+        y = F.conv1d(seq.transpose(1, 2), w, padding=self.radius, groups=x.shape[-1])  # (B, C, m + T)
+        return x + y[..., m:].transpose(1, 2)
 
 
 class Block(nn.Module):
@@ -79,15 +90,54 @@ class Block(nn.Module):
         self.mix2 = LocalMix(cfg.d_model, r) if r else None
         self.drop = nn.Dropout(cfg.dropout)
 
-    def forward(self, x, cos, sin, attn_mask=None, causal=False):
+    def forward(self, x, cos, sin, attn_mask=None, causal=False, neighbours=None, cache=None, layer: int = 0):
+        "`neighbours`: the mixing taps of a layout (`LocalMix`); `cache`: a finished prefix these tokens follow."
+        left = (lambda name, h: None) if cache is None else cache.left  # the prefix's last mixing inputs
         h = self.norm1(x)
         if self.mix1 is not None:
-            h = self.mix1(h, causal)
-        x = x + self.drop(self.attn(h, cos, sin, attn_mask, causal))
+            h = self.mix1(h, causal, neighbours, left((layer, 1), h))
+        prefix = None if cache is None else partial(cache.attend, layer)
+        x = x + self.drop(self.attn(h, cos, sin, attn_mask, causal, prefix))
         h = self.norm2(x)
         if self.mix2 is not None:
-            h = self.mix2(h, causal)
+            h = self.mix2(h, causal, neighbours, left((layer, 2), h))
         return x + self.drop(self.mlp(h))
+
+
+class PrefixCache:
+    """A finished prefix, for the tokens that follow it: each layer's attention keys and values and the last inputs of
+    its local mixing. A forward with `cache=` reads it and keeps its own tokens' aside; `commit()` appends them (a
+    finished block), `discard()` drops them (a block still being denoised)."""
+
+    def __init__(self, radius: int = 1):
+        self.radius, self.kv, self.last, self.pending, self.length, self.n_new = max(radius, 1), {}, {}, {}, 0, 0
+
+    def attend(self, layer: int, k, v):
+        "The prefix's keys and values, then these (B, nh, T, hs)."
+        self.pending[("kv", layer)] = (k, v)
+        if layer not in self.kv:
+            return k, v
+        pk, pv = self.kv[layer]
+        return torch.cat([pk, k], 2), torch.cat([pv, v], 2)
+
+    def left(self, name, h):
+        "The prefix's last `radius` inputs to the mixing `name` (B, m, C), or None; keeps these tokens' `h` aside."
+        self.pending[("last", name)] = h
+        return self.last.get(name)
+
+    def commit(self):
+        for (kind, key), new in self.pending.items():
+            if kind == "kv":
+                old = self.kv.get(key)
+                self.kv[key] = new if old is None else (torch.cat([old[0], new[0]], 2), torch.cat([old[1], new[1]], 2))
+            else:
+                old = self.last.get(key)
+                self.last[key] = (new if old is None else torch.cat([old, new], 1))[:, -self.radius :]
+        self.length += self.n_new
+        self.discard()
+
+    def discard(self):
+        self.pending, self.n_new = {}, 0
 
 # %% ../../nbs/09_model.ipynb #60a88460
 MODEL_TYPE = "mdlm_kit_diffusion"
@@ -133,26 +183,37 @@ class DiffusionTransformer(nn.Module):
         logp = torch.log((counts.float() + 1) / (counts.sum() + len(counts)))
         self.head_bias.copy_(logp - logp.mean())
 
-    def hidden_states(self, input_ids, attn_mask=None, causal=False):
-        "Final normalised hidden states (B, T, d_model); `causal` turns the stack into an AR decoder (for baselines)."
-        T = input_ids.shape[1]
-        if T > self.config.max_seq_len:
-            raise ConfigError(f"sequence of {T} tokens exceeds model.max_seq_len={self.config.max_seq_len}.")
-        cos, sin = self.rope_cos[:T], self.rope_sin[:T]
+    def hidden_states(self, input_ids, attn_mask=None, causal=False, positions=None, neighbours=None, cache=None):
+        """Final normalised hidden states (B, T, d_model); `causal` turns the stack into an AR decoder (for baselines).
+        Any other layout (block diffusion's two copies of a sequence) gives each token's `positions` (T,), who attends
+        to whom (`attn_mask`) and the mixing taps (`neighbours`); `cache` is a finished prefix (`PrefixCache`) that
+        these tokens follow."""
+        T, start = input_ids.shape[1], 0 if cache is None else cache.length
+        end = start + T if positions is None else int(positions.max()) + 1
+        if end > self.config.max_seq_len:
+            raise ConfigError(f"sequence of {end} tokens exceeds model.max_seq_len={self.config.max_seq_len}.")
+        if positions is None:
+            cos, sin = self.rope_cos[start : start + T], self.rope_sin[start : start + T]
+        else:
+            cos, sin = self.rope_cos[positions], self.rope_sin[positions]
+        if cache is not None:
+            cache.n_new = T
         x = self.embed(input_ids)
         if self.embed_mix is not None:
-            x = self.embed_mix(x, causal)
+            x = self.embed_mix(x, causal, neighbours, None if cache is None else cache.left("embed", x))
         x = self.drop(x)
-        for blk in self.blocks:
+        for i, blk in enumerate(self.blocks):
             if self.config.activation_checkpointing and self.training and torch.is_grad_enabled():
-                x = checkpoint(blk, x, cos, sin, attn_mask, causal, use_reentrant=False)
+                x = checkpoint(blk, x, cos, sin, attn_mask, causal, neighbours, use_reentrant=False)
             else:
-                x = blk(x, cos, sin, attn_mask, causal)
+                x = blk(x, cos, sin, attn_mask, causal, neighbours, cache, i)
         return self.norm(x)
 
-    def forward(self, input_ids, predict_mask=None, attn_mask=None, causal=False):
+    def forward(
+        self, input_ids, predict_mask=None, attn_mask=None, causal=False, positions=None, neighbours=None, cache=None
+    ):
         "Logits (B, T, V), or (N, V) at the N positions where `predict_mask` (B, T) is True, row-major."
-        h = self.hidden_states(input_ids, attn_mask, causal)
+        h = self.hidden_states(input_ids, attn_mask, causal, positions, neighbours, cache)
         if predict_mask is not None:
             h = h[predict_mask]
         w = self.embed.weight if self.lm_head is None else self.lm_head.weight
