@@ -58,7 +58,7 @@ lint: install
 pytest: install
 	$(BIN)/python -m pytest -q -ra tests
 
-# lesson 1 trains for three minutes and lesson 20 a SmolLM2 drafter for about two when a learner runs them; their
+# lesson 1 trains for three minutes and lesson 21 a SmolLM2 drafter for about two when a learner runs them; their
 # checks run on shorter versions here
 nbtest: export FROM_SCRATCH_SECONDS ?= 20
 nbtest: export LESSON_DRAFTER_PROMPTS ?= 4
@@ -89,4 +89,4 @@ bench: install
 	$(BIN)/python bench/dflash_attention.py
 	$(BIN)/python bench/decode_precision.py --rounds 3
 	$(BIN)/python bench/eagle3_cache.py
-	$(BIN)/python bench/speculate.py --tree-nodes 8 --num-draft-tokens 3 --dflash-draft-tokens 3 --num-prompts 12 --max-new-tokens 48 --repeats 2   # needs the drafters of nbs/26_drafter_recipes; skips the missing ones
+	$(BIN)/python bench/speculate.py --tree-nodes 8 --num-draft-tokens 3 --dflash-draft-tokens 3 --num-prompts 12 --max-new-tokens 48 --repeats 2   # needs the drafters of nbs/27_drafter_recipes; skips the missing ones

@@ -5,10 +5,10 @@ drafters' held-out curves, written to one JSON file.
     python bench/drafter_recipe.py --output-dir runs/r8        # SmolLM2-135M-Instruct: 72 min, 1.8 CPU-hours
     python bench/drafter_recipe.py --output-dir runs/r6 --eagle3-steps 1000 --train-precision fp32   # r6: 1.9 CPU-hours
     python bench/drafter_recipe.py --output-dir runs/r7 --num-prompts 850 --self-prompts 850   # r7: 2.04 CPU-hours,
-                                                                     # lower tau than r6 (lesson 26)
+                                                                     # lower tau than r6 (lesson 27)
     python bench/drafter_recipe.py --collect runs/r3           # only rebuild the JSON from a finished run
 
-Every stage is an `mdlm-kit` command in a child process (the same commands as `nbs/26_drafter_recipes.ipynb`). Its
+Every stage is an `mdlm-kit` command in a child process (the same commands as `nbs/27_drafter_recipes.ipynb`). Its
 wall time is measured around it; its CPU time is the children's user + system time (`resource.getrusage`), so it
 counts both cores. The two trainers run at the same time with one thread each (`OMP_NUM_THREADS=1`): on two cores
 that is faster than one after the other with two threads each. The stage times go to `RUN/recipe_times.json` as each
@@ -181,7 +181,7 @@ def collect(run: Path, command: str) -> dict:
                 {
                     "step": e["step"],
                     "acc": round(e["acc"], 4),
-                    "tau": round(e["tau"], 3),  # the mean over chain starts (lesson 17)
+                    "tau": round(e["tau"], 3),  # the mean over chain starts (lesson 18)
                     **({"tau_decode": round(e["tau_decode"], 3)} if "tau_decode" in e else {}),  # as decoding walks
                     "acc_by_position": e["acc_by_position"],
                 }
@@ -204,7 +204,7 @@ def main():
         type=int,
         default=0,
         help="also answer this many prompts the target writes itself (Magpie), in turn with the embedded ones; the "
-        "last --eval-prompts answers of both are held out (r7: 850, which did not raise tau; lesson 26)",
+        "last --eval-prompts answers of both are held out (r7: 850, which did not raise tau; lesson 27)",
     )
     ap.add_argument("--eval-prompts", type=int, default=40)
     ap.add_argument("--max-new-tokens", type=int, default=128)

@@ -10,7 +10,7 @@ An arm whose run directory already holds STEPS steps is only collected (`--colle
 not a speed figure: the arms may share the cores.
 
 With `--first-shards N` the arms train on the first N shards of the training features only (the same held-out
-features): how much the amount of data moves a drafter at a fixed number of steps (lesson 21, "What limits tau").
+features): how much the amount of data moves a drafter at a fixed number of steps (lesson 22, "What limits tau").
 The subset is a directory of links to those shards with its own index, made under --output-dir."""
 
 import argparse, json, os, subprocess, sys

@@ -72,7 +72,7 @@ def _methods(args) -> list[Method]:
         if not path:
             continue
         if not Path(path, "config.json").is_file():
-            print(f"skipping {name}: no drafter at {path} (train one with nbs/26_drafter_recipes.ipynb)")
+            print(f"skipping {name}: no drafter at {path} (train one with nbs/27_drafter_recipes.ipynb)")
             continue
         k = args.num_draft_tokens if name == "eagle3" else args.dflash_draft_tokens
         mine = [Method(name, path, k=k)]
@@ -123,7 +123,7 @@ def _floats(text: str) -> list[float]:
 def measure(args, dev, precision):
     "One precision: every method and plain decoding, interleaved over rounds; the metrics."
     prec = inference_precision(precision, dev, 1 + (args.num_draft_tokens or 5), verifies=True)
-    tgt = decoding_target(args.target, dev, prec)  # int8: Int8RowsLinear and row_attention (lesson 13)
+    tgt = decoding_target(args.target, dev, prec)  # int8: Int8RowsLinear and row_attention (lesson 14)
     tok, tables, eos = tgt.tokenizer, tgt.embeddings_and_head(), tgt.tokenizer.eos_token_id
     prompts = load_prompts(args.prompts, args.num_prompts or None)
     kinds = (
@@ -133,7 +133,7 @@ def measure(args, dev, precision):
     )
     ids = [chat_ids(tok, m) for m in prompts]
     methods = _methods(args)
-    store = lookup_store(args.lookup_store, tok) if args.lookup_store else None  # NgramStore, lesson 14
+    store = lookup_store(args.lookup_store, tok) if args.lookup_store else None  # NgramStore, lesson 15
     drafts = {  # each drafter once per precision; int8 linears stay int8 under --packed
         (m.path, m.precision): set_draft_precision(load_draft(m.path, dev), m.precision, prec.dtype)
         for m in methods

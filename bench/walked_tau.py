@@ -1,5 +1,5 @@
 """Two acceptance lengths of one EAGLE-3 drafter from its training pass (TTT): the mean over chain starts, which the
-trainer has always reported as `tau`, and the walk greedy decoding takes (`walked_tau`, lesson 17; `tau_decode`).
+trainer has always reported as `tau`, and the walk greedy decoding takes (`walked_tau`, lesson 18; `tau_decode`).
 
     python bench/walked_tau.py --draft runs/r6/eagle3/draft --features runs/r6/feats/eval --prompts heldout
 
@@ -9,7 +9,7 @@ trainer has always reported as `tau`, and the walk greedy decoding takes (`walke
   length on the same prompts (the chain starts cover answer tokens 2..n, as decoding's cycles do);
 - with `--train-features`, on `--max-sequences` conversations spread evenly over the drafter's own training features:
   beside the two above it tells fitting (train = held out) from distribution (recipe's conversations > held-out
-  prompts) as what limits a drafter's tau (lesson 21, "What limits tau").
+  prompts) as what limits a drafter's tau (lesson 22, "What limits tau").
 Each set also reports the accuracy of each chain position and the share of the tokens the first draft must give that
 the draft vocabulary holds at all (`in_draft_vocab`, a ceiling on every position); with `--train-chat` (the recipe's
 chat data), the share of them that occur anywhere in its answers (`seen_in_training_answers`). No timing: the figures

@@ -85,6 +85,17 @@ def _speculate(w, *flags):
 
 # (case id, function(ws, bad_dir) -> argv, expected message fragment)
 CASES = [
+    # sweeps: the grid is read before anything is written
+    (
+        "sweep-bad-objective",
+        lambda w, b: ["sweep", "--config", f"{w}/tiny.toml", "--output-dir", f"{b}/sw", "--objectives", "ar,bd3lm:0"],
+        "is not ar, mdlm or bd3lm:B",
+    ),
+    (
+        "sweep-bad-budgets",
+        lambda w, b: ["sweep", "--config", f"{w}/tiny.toml", "--output-dir", f"{b}/sw", "--max-steps", "300,many"],
+        "--max-steps takes comma-separated values",
+    ),
     # configs
     (
         "config-missing",

@@ -52,7 +52,7 @@ def test_recipe_runs_every_stage_and_summarises_it(tmp_path, monkeypatch, capsys
         config = json.loads((run / name / "train_config.json").read_text())
         assert config["precision"] == drafter_recipe.train_precision("auto")
     assert [c["step"] for c in s["eagle3"]["curve"]] == [0, 2]
-    for c in s["eagle3"]["curve"]:  # EAGLE-3 also reports tau as decoding walks it (lesson 17); DFlash cannot
+    for c in s["eagle3"]["curve"]:  # EAGLE-3 also reports tau as decoding walks it (lesson 18); DFlash cannot
         assert 1 <= c["tau_decode"] <= 1 + 4 and "tau_decode" not in s["dflash"]["curve"][0]
     # --collect rebuilds the same summary from the finished run
     monkeypatch.setattr(sys, "argv", ["drafter_recipe.py", "--collect", str(run), "--output", str(tmp_path / "c.json")])

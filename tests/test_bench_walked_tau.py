@@ -1,4 +1,4 @@
-"""`bench/walked_tau.py`: the counts behind lesson 21's "What limits tau", by hand."""
+"""`bench/walked_tau.py`: the counts behind lesson 22's "What limits tau", by hand."""
 
 import json, sys
 from pathlib import Path

@@ -115,7 +115,7 @@ def test_pages_open_in_chromium_without_errors_and_images_load(site):
 
 def test_figures_are_on_the_pages(site):
     "Saved outputs are what the pages show: the lessons with pictures have them."
-    for nb in ("07_diffusion", "22_widgets", "21_measure_drafters"):
+    for nb in ("07_diffusion", "23_widgets", "22_measure_drafters"):
         assert "<img" in (site / f"{nb}.html").read_text(encoding="utf-8"), (
             f"{nb} shows no figure (run tools/run_nbs.py)"
         )

@@ -66,12 +66,12 @@ WRONG = {
             lambda p, n, b: [(p + i, p + i + b - 1) for i in range(0, n, b)],
         ],
     },
-    "14_speculative": {
+    "15_speculative": {
         "check_accept": [lambda p, q, d: float(p[d] / q[d]), lambda p, q, d: float(p[d])],
         "check_residual": [lambda p, q: p - q, lambda p, q: (p - q).clamp_min(0)],
         "check_tau": [lambda a, n: (1 - a**n) / (1 - a) if a < 1 else n, lambda a, n: 1 + a * n],
     },
-    "16_dflash": {
+    "17_dflash": {
         "check_decay": [
             lambda B, g: torch.exp(-torch.arange(B, dtype=torch.float64) / g),
             lambda B, g: torch.ones(B, dtype=torch.float64),
@@ -81,7 +81,7 @@ WRONG = {
             lambda S, a, B: torch.cat([torch.arange(S)[None].expand(B, S) < a, torch.ones(B, B).tril().bool()], 1),
         ],
     },
-    "17_eagle3": {
+    "18_eagle3": {
         "check_ttt_mask": [
             lambda S, j: torch.cat([torch.ones(S, S).tril().bool()] * (j + 1), 1),
             lambda S, j: (
@@ -99,7 +99,7 @@ WRONG = {
     "11_train": {
         "check_epochs": [lambda s, b, n, t: s * b / t, lambda s, b, n, t: s * n / t],
     },
-    "21_measure_drafters": {
+    "22_measure_drafters": {
         "check_speedup": [lambda tau, d, v: tau / v, lambda tau, d, v: (tau - 1) / (d + v)],
         "check_tau_from_cycles": [
             lambda h: sum(int(k) * v for k, v in h.items()) / len(h),  # over the kinds of cycle, not the cycles

@@ -26,7 +26,7 @@ from conftest import CHROMIUM, CHROMIUM_MISSING
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.name for p in (ROOT / "nbs").glob("*.ipynb"))
-WIDGETS = "22_widgets.ipynb"
+WIDGETS = "23_widgets.ipynb"
 FLAGS = [
     "--no-sandbox",
     "--disable-gpu",

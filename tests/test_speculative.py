@@ -705,7 +705,7 @@ def test_fp32_verification_takes_the_few_rows_product_and_stays_lossless(setup, 
 
 @pytest.mark.parametrize("steps", [25, 60])
 def test_walked_tau_is_what_decoding_measures(setup, steps):
-    """EAGLE-3's training pass, walked as decoding walks (lesson 17), on the target's own greedy text gives the chain's
+    """EAGLE-3's training pass, walked as decoding walks (lesson 18), on the target's own greedy text gives the chain's
     decoded tau: the same cycles and tokens. The mean over chain starts, training's other figure, is not that."""
     tgt, tables, prompt, answer = setup
     e3 = _overfit_eagle3(tgt, tables, prompt, answer, steps=steps)  # partly trained: some drafts missed

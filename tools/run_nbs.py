@@ -1,7 +1,7 @@
 """Run notebooks top to bottom and save their outputs, kept small, for the docs site (which shows saved outputs).
 
     python tools/run_nbs.py                 # every notebook in nbs/
-    python tools/run_nbs.py nbs/22_widgets.ipynb
+    python tools/run_nbs.py nbs/23_widgets.ipynb
 
 `nbdev-test --save` executes each notebook in-process (the same runner as `make nbtest`, `#| notest` cells skipped) and
 writes the outputs back; this script then drops what a static page cannot show (widget views, terminal control codes),

@@ -56,6 +56,7 @@ class DataConfig:
     tokenizer_vocab_size: int = 2048
     block_size: int = 128
     val_fraction: float = 0.05
+    train_fraction: float = 1.0  # train on the first part of the train blocks only: fewer unique tokens, more passes
 
 
 @dataclass
@@ -87,6 +88,7 @@ class TrainingConfig:
     keep_last: int = 2
     skip_nonfinite: bool = False  # skip a step whose loss is NaN/inf instead of stopping
     objective: str = "mdlm"  # mdlm (masked diffusion) | ar (the same model run causally: the baseline)
+    block_length: int = 4  # bd3lm: tokens per diffusion block (1: autoregressive; the sequence: the MDLM)
     compile: bool = (
         False  # torch.compile the training forward/backward (fuses element-wise work; the first step compiles)
     )
@@ -109,7 +111,7 @@ class ConfigError(KitError, ValueError):
     "A configuration problem; the message names the key and the fix."
 
 
-OBJECTIVES = ("mdlm", "ar")  # masked diffusion, or the autoregressive baseline
+OBJECTIVES = ("mdlm", "ar", "bd3lm")  # masked diffusion, the AR baseline, block diffusion (lesson 13)
 
 
 def _check(cond: bool, key: str, msg: str):
@@ -142,6 +144,7 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     _check(d.block_size >= 8, "data.block_size", "must be >= 8")
     _check(d.block_size <= m.max_seq_len, "data.block_size", f"must be <= model.max_seq_len={m.max_seq_len}")
     _check(0 < d.val_fraction < 0.5, "data.val_fraction", "must be in (0, 0.5)")
+    _check(0 < d.train_fraction <= 1, "data.train_fraction", "must be in (0, 1]")
     _check(d.tokenizer_vocab_size >= 300, "data.tokenizer_vocab_size", "must be >= 300 (256 bytes + specials + merges)")
     _check(t.max_steps > 0, "training.max_steps", "must be > 0")
     _check(t.batch_size > 0, "training.batch_size", "must be > 0")
@@ -162,6 +165,11 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     _check(t.optimizer in ("adamw", "adamw_8bit"), "training.optimizer", "must be 'adamw' or 'adamw_8bit'")
     _check(t.objective in OBJECTIVES, "training.objective", f"must be one of {', '.join(OBJECTIVES)}")
     _check(t.masking in ("exact", "bernoulli"), "training.masking", "must be 'exact' or 'bernoulli'")
+    _check(
+        t.objective != "bd3lm" or (t.block_length >= 1 and d.block_size % t.block_length == 0),
+        "training.block_length",
+        f"must be >= 1 and divide data.block_size={d.block_size} (the sequence is cut into whole blocks)",
+    )
     _check(0 < t.sampling_eps < 1, "training.sampling_eps", "must be in (0, 1)")
     for k in ("log_interval", "eval_interval", "save_interval", "keep_last", "eval_batches", "eval_noise_levels"):
         _check(getattr(t, k) > 0, f"training.{k}", "must be > 0")

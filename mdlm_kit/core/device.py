@@ -295,7 +295,7 @@ def inference_precision(
     """Weights for decoding: `auto` is bf16 on bf16 GPUs (else fp16), fp16 on MPS; on a CPU bf16 for one-token forwards
     (x86, or arm64 with bf16), fp32 for more without native bf16, and fp32 for a forward that `verifies` drafts (bf16
     verifies exactly too, with `exact_rows`, but was no faster on a CPU). `int8`, asked for on an x86 CPU: fp32 weights
-    whose linears compute in int8 (`int8_target`, lesson 13), a slightly different model."""
+    whose linears compute in int8 (`int8_target`, lesson 14), a slightly different model."""
     p, dt = canonical_precision(precision), device.type
     if p == "int8":
         if dt != "cpu":

@@ -6,12 +6,16 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/train.html.md"""
 
 # %% ../../nbs/11_train.ipynb #fb526fd5
 from __future__ import annotations
+import importlib
 import math
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable
 from pathlib import Path
 import torch
 from fastcore.basics import patch
 from ..core.checkpoint import CheckpointManager, resume_point
-from ..core.config import ExperimentConfig, to_dict, to_toml, upgrade_config, validate
+from ..core.config import OBJECTIVES, ConfigError, ExperimentConfig, to_dict, to_toml, upgrade_config, validate
 from mdlm_kit.core.device import (
     KitError,
     autocast,
@@ -31,9 +35,39 @@ from .diffusion import ar_loss, ar_nll, diffusion_loss, elbo_bound, sample_times
 from .model import DiffusionTransformer
 
 # %% auto #0
-__all__ = ['RESUME_MAY_CHANGE', 'LEGACY_DEFAULTS', 'score_split', 'describe_validation', 'TrainingError', 'Trainer']
+__all__ = ['OBJECTIVE_HOOKS', 'OBJECTIVE_HOMES', 'RESUME_MAY_CHANGE', 'LEGACY_DEFAULTS', 'ObjectiveHooks', 'register_objective',
+           'objective_hooks', 'score_split', 'describe_validation', 'TrainingError', 'Trainer']
 
 # %% ../../nbs/11_train.ipynb #9cf30c07
+@dataclass
+class ObjectiveHooks:
+    """What the trainer asks of an objective other than its two own (`mdlm`, `ar`): `loss(model, x, g, cfg, n_tokens)`
+    for a training micro-batch, `bound(model, batches, n_levels, autocast_ctx, eps, seed)` for evaluation, and the
+    keys it adds to the inference config (`extra(cfg)`), so that sampling knows how the model was trained."""
+
+    loss: Callable
+    bound: Callable
+    extra: Callable = lambda cfg: {}
+
+
+OBJECTIVE_HOOKS: dict[str, ObjectiveHooks] = {}
+OBJECTIVE_HOMES = {"bd3lm": "mdlm_kit.mdlm.block"}  # where each registers itself (block diffusion: lesson 13)
+
+
+def register_objective(name: str, hooks: ObjectiveHooks):
+    "Make `training.objective = name` trainable and scorable: called by the module that defines the objective."
+    OBJECTIVE_HOOKS[name] = hooks
+
+
+def objective_hooks(name: str) -> ObjectiveHooks:
+    "The hooks of a registered objective, importing the module that defines it the first time it is asked for."
+    if name not in OBJECTIVE_HOOKS and name in OBJECTIVE_HOMES:
+        importlib.import_module(OBJECTIVE_HOMES[name])
+    if name not in OBJECTIVE_HOOKS:
+        raise ConfigError(f"training.objective={name!r} is not registered; the trainer knows {', '.join(OBJECTIVES)}.")
+    return OBJECTIVE_HOOKS[name]
+
+
 def score_split(
     model,
     data: PackedData,
@@ -43,13 +77,18 @@ def score_split(
     batch_size: int = 16,
     max_blocks: int | None = None,
     autocast_ctx=None,
+    cfg: ExperimentConfig | None = None,
 ) -> dict:
-    "Nats/token and bits/char of a whole split: the exact NLL for `ar`, the ELBO bound at `n_levels` levels for `mdlm`."
+    """Nats/token and bits/char of a whole split: the exact NLL for `ar`, the ELBO bound at `n_levels` levels for `mdlm`
+    (and for a registered objective, its own bound; `cfg`: the run's config, for a model that has no inference
+    config yet)."""
     dev = next(model.parameters()).device
     n = data.meta[f"n_{split}_blocks"] if max_blocks is None else min(max_blocks, data.meta[f"n_{split}_blocks"])
     batches = [data.batch(split, range(i, min(i + batch_size, n))).to(dev) for i in range(0, n, batch_size)]
     if objective == "ar":
         res = ar_nll(model, batches, data.meta["eos_token_id"], autocast_ctx)
+    elif objective != "mdlm":  # an objective registered by another lesson: its own deterministic bound
+        res = objective_hooks(objective).bound(model, batches, n_levels=n_levels, autocast_ctx=autocast_ctx, cfg=cfg)
     else:
         res = elbo_bound(model, batches, model.config.mask_token_id, n_levels=n_levels, autocast_ctx=autocast_ctx)
         # the midpoint rule's error shrinks as 1/n^2: a grid half as fine estimates it
@@ -153,7 +192,8 @@ class Trainer(TrainLoop):
             self.model, tc.learning_rate, tc.weight_decay, betas, tc.adam_eps, tc.optimizer, self.device
         )
         self.scaler = make_grad_scaler(self.precision)
-        self.sampler = DeterministicBatchSampler(self.data.meta["n_train_blocks"], tc.batch_size, tc.seed)
+        n_train = max(1, int(self.data.meta["n_train_blocks"] * cfg.data.train_fraction))  # the blocks it may see
+        self.sampler = DeterministicBatchSampler(n_train, tc.batch_size, tc.seed)
         self.step, self.schedule_note = 0, None
         self.restore(state, existing, "model/optimizer")
         if state is not None:
@@ -219,6 +259,8 @@ def _loss(self: Trainer, x, t, n_tokens: int, g) -> dict:
     "The objective's loss on one micro-batch `x`, as a sum over the step's `n_tokens` tokens."
     if self.cfg.training.objective == "ar":
         return ar_loss(self.step_model, x, self.data.meta["eos_token_id"], n_tokens)
+    if self.cfg.training.objective != "mdlm":
+        return objective_hooks(self.cfg.training.objective).loss(self.step_model, x, g, self.cfg, n_tokens)
     exact = self.cfg.training.masking == "exact"
     return diffusion_loss(self.step_model, x, t, self.cfg.model.mask_token_id, n_tokens, generator=g, exact=exact)
 
@@ -258,11 +300,14 @@ def evaluate(self: Trainer) -> dict:
         if self.cfg.training.objective == "ar":
             return ar_nll(self.model, batches, self.data.meta["eos_token_id"], autocast_ctx=ctx)
         tc = self.cfg.training
+        if tc.objective == "mdlm":
+            bound = partial(elbo_bound, mask_id=self.cfg.model.mask_token_id)
+        else:
+            bound = partial(objective_hooks(tc.objective).bound, cfg=self.cfg)
         with preserved_rng():
-            return elbo_bound(
+            return bound(
                 self.model,
                 batches,
-                self.cfg.model.mask_token_id,
                 n_levels=tc.eval_noise_levels,
                 eps=tc.sampling_eps,
                 seed=tc.seed,
@@ -310,6 +355,8 @@ def export(self: Trainer):
         "trained_steps": self.step,
         "objective": self.cfg.training.objective,
     }
+    if self.cfg.training.objective not in ("mdlm", "ar"):
+        extra |= objective_hooks(self.cfg.training.objective).extra(self.cfg)
     self.model.save_pretrained(self.out / "inference", tokenizer=self.data.tokenizer, extra_config=extra)
 
 
