@@ -50,7 +50,17 @@ def test_bd3lm_block_length_must_divide_the_block_size(tmp_path, tiny_config, ca
 
 def _sweep(out, tiny_config, capsys, budgets="4,8", extra=()):
     args = ["sweep", "--config", tiny_config, "--output-dir", out, "--objectives", "ar,bd3lm:4", "--seeds", "0"]
-    args += ["--max-steps", budgets, "--set", "training.min_lr=-1.0", "--set", "training.save_interval=4", *extra]
+    args += [
+        "--max-steps",
+        budgets,
+        "--levels",
+        "2",
+        "--set",
+        "training.min_lr=-1.0",
+        "--set",
+        "training.save_interval=4",
+        *extra,
+    ]
     rc, out_text, err = run([*args, "--no-progress"], capsys)
     assert rc == 0, err
     return json.loads((out / "sweep.json").read_text())["rows"]
@@ -88,3 +98,22 @@ def test_sweep_refuses_bad_grids(tmp_path, tiny_config, capsys):
     assert rc == 2 and "bd3lm:B" in err
     rc, _, err = run(["sweep", "--config", tiny_config, "--output-dir", tmp_path, "--max-steps", "1,8"], capsys)
     assert rc == 2 and "warm-up" in err
+
+
+def test_the_playground_shows_blocks_forming(tmp_path):
+    "A block-diffusion checkpoint streams through the playground's frames: blocks fill left to right, by unmasking."
+    from mdlm_kit.mdlm.sampling import load_inference
+    from mdlm_kit.ui.playground import demo_checkpoint, denoise_frames
+
+    ckpt = demo_checkpoint(tmp_path / "demo")
+    cfg = json.loads((ckpt / "config.json").read_text())
+    (ckpt / "config.json").write_text(json.dumps(cfg | {"objective": "bd3lm", "block_length": 4}))
+    model, tok = load_inference(ckpt, "cpu")
+    frames = list(denoise_frames(model, tok, "The class", length=12, steps=12, seed=0))
+    P = len(tok("The class", add_special_tokens=False)["input_ids"])
+    assert frames[0].n_masked == 12 and frames[-1].n_masked == 0
+    first_mask = [next((j for j, (_, kind) in enumerate(f.pieces) if kind == "masked"), P + 12) for f in frames]
+    assert first_mask == sorted(first_mask)  # the written part only grows, a block at a time
+    for f in frames[1:]:  # each step reveals tokens of one block only
+        new = [j for j, (_, kind) in enumerate(f.pieces) if kind == "new"]
+        assert new and len({j // 4 for j in new}) == 1, new

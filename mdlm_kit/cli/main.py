@@ -348,10 +348,10 @@ def _csv(text: str, kind, flag: str) -> list:
         raise UsageError(f"{flag} takes comma-separated values, not {text!r}.") from None
 
 
-def sweep_row(trainer, data: PackedData, objective: str, block, seed: int, fraction: float, seconds: float) -> dict:
-    "One run at its budget, scored on the whole validation split."
+def sweep_row(trainer, data: PackedData, objective: str, block, seed: int, fraction: float, seconds: float, levels=16):
+    "One run at its budget, scored on the whole validation split (the bounds at `levels` noise levels, as `eval`)."
     tc, ds = trainer.cfg.training, trainer.cfg.data
-    score = score_split(trainer.model, data, objective, split="val", n_levels=tc.eval_noise_levels, cfg=trainer.cfg)
+    score = score_split(trainer.model, data, objective, split="val", n_levels=levels, cfg=trainer.cfg)
     seen = trainer.step * tc.batch_size * tc.gradient_accumulation_steps * data.block_size
     unique = max(1, int(data.meta["n_train_blocks"] * ds.train_fraction)) * data.block_size
     return {
@@ -364,6 +364,7 @@ def sweep_row(trainer, data: PackedData, objective: str, block, seed: int, fract
         "epochs": round(seen / unique, 3),
         "nats_per_token": round(score["nats_per_token"], 5),
         "bits_per_char": round(score["bits_per_char"], 5),
+        "quadrature_error": round(score.get("quadrature_error", 0.0), 5),
         "train_seconds": round(seconds, 1),
     }
 
@@ -408,7 +409,7 @@ def cmd_sweep(args):
             trainer.run()
             before = [r["train_seconds"] for r in rows if shared and _same_run(r, objective, block, seed, fraction)]
             seconds = time.perf_counter() - t0 + max(before, default=0.0)  # the run's time to this budget
-            rows.append(sweep_row(trainer, data, objective, block, seed, fraction, seconds))
+            rows.append(sweep_row(trainer, data, objective, block, seed, fraction, seconds, args.levels))
             record = {"command": " ".join(["mdlm-kit", *sys.argv[1:]]), "config": to_dict(base), "rows": rows}
             atomic_write_text(path, json.dumps(record, indent=1))
             print(json.dumps(rows[-1]))
@@ -465,6 +466,7 @@ def _add_sweep(sub):
     )
     p.add_argument("--corpus", help="a local UTF-8 text file instead of the embedded corpus (its tail: validation)")
     p.add_argument("--output-dir", required=True, help="sweep directory (data/, runs/, sweep.json, sweep.png)")
+    p.add_argument("--levels", type=int, default=16, help="noise levels of the bounds (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     _common(p)
     p.set_defaults(fn=cmd_sweep)

@@ -1,0 +1,60 @@
+"""Ship what lesson 13 reads from `mdlm-kit sweep` runs: their rows merged into nbs/data/block_sweep.json (with each
+sweep's command), and one block-diffusion run's inference directory as nbs/data/bd3lm_quickstart/ (bf16 weights, its
+tokenizer, provenance.json).
+
+    python tools/ship_block_sweep.py --sweeps runs/sweep_bd3lm runs/sweep_armdlm runs/sweep_blocks \\
+        --model runs/sweep_bd3lm/runs/bd3lm4_seed0_frac1
+
+The sweeps must share one packed data set (same corpus, tokenizer and validation split): checked.
+"""
+
+import argparse
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sweeps", nargs="+", required=True, help="sweep output directories")
+    ap.add_argument("--model", required=True, help="the run whose inference directory to ship")
+    args = ap.parse_args()
+    rows, commands, data_keys = [], [], set()
+    for d in map(Path, args.sweeps):
+        rec = json.loads((d / "sweep.json").read_text())
+        meta = json.loads((d / "data" / "meta.json").read_text())
+        data_keys.add((meta["tokenizer_sha256"], meta["corpus_sha256"], meta["n_val_blocks"]))
+        rows += rec["rows"]
+        commands.append(rec["command"])
+    if len(data_keys) != 1:
+        raise SystemExit(f"the sweeps were packed differently ({data_keys}); merge only sweeps of one data set.")
+    out = ROOT / "nbs" / "data"
+    record = {
+        "commands": commands,
+        "data": dict(zip(("tokenizer", "corpus", "val_blocks"), data_keys.pop())),
+        "rows": rows,
+    }
+    (out / "block_sweep.json").write_text(json.dumps(record, indent=1) + "\n")
+    run, ship = Path(args.model), out / "bd3lm_quickstart"
+    ship.mkdir(exist_ok=True)
+    for name in FILES:
+        shutil.copyfile(run / "inference" / name, ship / name)
+    cfg = json.loads((ship / "config.json").read_text())
+    provenance = {
+        "command": next(c for c in commands if "bd3lm" in c),
+        "run": str(run),
+        "objective": cfg["objective"],
+        "block_length": cfg["block_length"],
+        "trained_steps": cfg["trained_steps"],
+        "model_safetensors_sha256": hashlib.sha256((ship / "model.safetensors").read_bytes()).hexdigest(),
+    }
+    (ship / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
+    print(f"{len(rows)} rows into nbs/data/block_sweep.json; {run} shipped as {ship.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
