@@ -614,7 +614,8 @@ def test_make_chat_data_with_self_written_prompts(tmp_path, capsys):
 
 def test_seed_spellings_and_one_device_refusals(tmp_path, tiny_config, capsys, monkeypatch):
     """The seeds' `--precision bfloat16` is the kit's bf16; `--tp-size 1` is accepted and a larger one refused with
-    SpecForge named; a torchrun launch of several processes is refused by every trainer before it writes anything."""
+    SpecForge named; a torchrun launch of several processes is refused by the drafter trainers (sharded drafter
+    training is SpecForge's) and by the quickstart, before anything is written (`mdlm-kit train` runs it: test_ddp)."""
     from mdlm_kit.cli.main import build_config, make_parser
 
     args = make_parser().parse_args(
@@ -631,5 +632,5 @@ def test_seed_spellings_and_one_device_refusals(tmp_path, tiny_config, capsys, m
         monkeypatch.delenv("WORLD_SIZE")
         assert not out.exists()
     monkeypatch.setenv("WORLD_SIZE", "2")
-    expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", tmp_path / "r"], "Run it as one process")
+    expect_error(capsys, ["quickstart", "--output-dir", tmp_path / "r"], "under torchrun use `mdlm-kit train`")
     assert not (tmp_path / "r").exists()

@@ -15,7 +15,7 @@ from ..core.device import KitError, inference_precision, launched_world_size, re
 from ..text.tokenizer import tokenizer_sha256
 from ..mdlm.diffusion import text_ar_nll, text_elbo
 from ..mdlm.sampling import SAMPLERS, ar_generate, decode, generate, load_inference, objective_of
-from ..mdlm.train import Trainer, TrainingError, score_split
+from ..mdlm.train import Trainer, TrainingError, leave_process_group, score_split
 from ..mdlm.block import block_diffusion_steps
 
 # %% auto #0
@@ -77,16 +77,13 @@ def cmd_prepare(args):
 
 
 def cmd_train(args):
-    world = launched_world_size()
-    if world > 1:  # until the trainer shards its data and syncs its gradients
-        raise UsageError(
-            f"started as one of {world} processes (torchrun): `mdlm-kit train` trains on one device "
-            "here, so every rank would train the same job. Run it as one process, without torchrun."
-        )
+    "Under `torchrun --nproc-per-node N`, each of the N processes trains its share of every batch (lesson 11)."
     cfg = build_config(args)
-    Trainer(
+    trainer = Trainer(
         cfg, args.output_dir, resume=args.resume, max_run_steps=args.max_run_steps, progress=not args.no_progress
-    ).run()
+    )
+    trainer.run()
+    leave_process_group(trainer.world)
 
 
 def _samples(
@@ -285,6 +282,10 @@ def print_comparison(c: dict):
 def cmd_quickstart(args):
     import torch
 
+    if launched_world_size() > 1:
+        raise UsageError(
+            "the quickstart runs as one process; under torchrun use `mdlm-kit train` (each process trains its share)."
+        )
     cfg = build_config(args)
     out = Path(args.output_dir)
     child = None

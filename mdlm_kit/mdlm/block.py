@@ -131,13 +131,15 @@ def block_bound(
     }
 
 
-def _train_loss(model, x, g, cfg, n_tokens):
-    "A training micro-batch: one time per block, in strata over the whole micro-batch (lesson 07's antithetic times)."
-    tc, block = cfg.training, cfg.training.block_length
+def _train_loss(model, x, g, cfg, n_tokens, rows=slice(None)):
+    """A training micro-batch: one time per block, in strata over the whole micro-batch (lesson 07's antithetic times);
+    the noise is drawn for all of `x`, and the loss is taken over its `rows` (one process's share)."""
+    tc, block, mask_id = cfg.training, cfg.training.block_length, cfg.model.mask_token_id
     B, L = x.shape
     t = sample_times(B * (L // block), tc.sampling_eps, tc.antithetic_sampling, generator=g).view(B, -1)
     exact = tc.masking == "exact"
-    return block_diffusion_loss(model, x, t, block, cfg.model.mask_token_id, n_tokens, g, exact=exact)
+    _, masked = block_corrupt(x, t, block, mask_id, g, exact)
+    return block_diffusion_loss(model, x[rows], t[rows], block, mask_id, n_tokens, masked=masked[rows], exact=exact)
 
 
 def _bound(model, batches, n_levels=8, eps=1e-3, seed=0, autocast_ctx=None, cfg=None):

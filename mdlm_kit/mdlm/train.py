@@ -8,11 +8,13 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/train.html.md"""
 from __future__ import annotations
 import importlib
 import math
+import os
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 from pathlib import Path
 import torch
+import torch.distributed as dist
 from fastcore.basics import patch
 from ..core.checkpoint import CheckpointManager, resume_point
 from ..core.config import OBJECTIVES, ConfigError, ExperimentConfig, to_dict, to_toml, upgrade_config, validate
@@ -21,6 +23,7 @@ from mdlm_kit.core.device import (
     autocast,
     configure_backends,
     device_summary,
+    launched_world_size,
     make_grad_scaler,
     preserved_rng,
     resolve_device,
@@ -31,19 +34,21 @@ from mdlm_kit.core.device import (
 from ..core.layers import lr_schedule, make_optimizer
 from ..core.loop import EventLog, TrainLoop, check_resume
 from ..text.data import DataError, DeterministicBatchSampler, PackedData, prepare_data
-from .diffusion import ar_loss, ar_nll, diffusion_loss, elbo_bound, sample_times
+from .diffusion import ar_loss, ar_nll, corrupt, diffusion_loss, elbo_bound, sample_times
 from .model import DiffusionTransformer
 
 # %% auto #0
 __all__ = ['OBJECTIVE_HOOKS', 'OBJECTIVE_HOMES', 'RESUME_MAY_CHANGE', 'LEGACY_DEFAULTS', 'ObjectiveHooks', 'register_objective',
-           'objective_hooks', 'score_split', 'describe_validation', 'TrainingError', 'Trainer']
+           'objective_hooks', 'score_split', 'describe_validation', 'TrainingError', 'join_process_group',
+           'leave_process_group', 'Trainer']
 
 # %% ../../nbs/11_train.ipynb #9cf30c07
 @dataclass
 class ObjectiveHooks:
-    """What the trainer asks of an objective other than its two own (`mdlm`, `ar`): `loss(model, x, g, cfg, n_tokens)`
-    for a training micro-batch, `bound(model, batches, n_levels, autocast_ctx, eps, seed)` for evaluation, and the
-    keys it adds to the inference config (`extra(cfg)`), so that sampling knows how the model was trained."""
+    """What the trainer asks of an objective other than its two own (`mdlm`, `ar`): `loss(model, x, g, cfg, n_tokens,
+    rows)` for a training micro-batch (noise drawn from `g` for all of `x`, the loss over its `rows`: one process's
+    share), `bound(model, batches, n_levels, autocast_ctx, eps, seed, cfg)` for evaluation, and the keys it adds to
+    the inference config (`extra(cfg)`), so that sampling knows how the model was trained."""
 
     loss: Callable
     bound: Callable
@@ -147,6 +152,44 @@ LEGACY_DEFAULTS = {
 }
 
 # %% ../../nbs/11_train.ipynb #329e2c0e
+def join_process_group(device: str = "auto") -> tuple[int, int]:
+    """(rank, world size) of this process. Under `torchrun` with several processes it joins their group (NCCL on
+    CUDA, gloo elsewhere); one process alone is (0, 1) and joins nothing."""
+    world = launched_world_size()
+    if world <= 1:
+        return 0, 1
+    if not dist.is_initialized():
+        cuda = resolve_device(device).type == "cuda"
+        dist.init_process_group("nccl" if cuda else "gloo")
+    return dist.get_rank(), world
+
+
+def _barrier(world: int):
+    if world > 1:
+        dist.barrier()
+
+
+def leave_process_group(world: int):
+    "After a run: wait for every process (the first may still be writing its last checkpoint), then leave the group."
+    if world > 1 and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+def _quiet(*args, **kwargs):
+    "The log of a process that does not write the run."
+
+
+class _NoLog(EventLog):
+    "The event log as the processes other than the first see it: they read it, and write nothing."
+
+    def __call__(self, kind: str, **fields) -> dict:
+        return {"event": kind, **fields}
+
+    def trim(self, step: int):
+        pass
+
+
 class Trainer(TrainLoop):
     "Train an MDLM described by `cfg` in `output_dir`; `resume` continues from the newest checkpoint there."
 
@@ -166,9 +209,11 @@ class Trainer(TrainLoop):
         log=print,
     ):
         self.cfg, self.out, self.resume = validate(cfg), Path(output_dir), resume
-        self.max_run_steps, self.progress, self.log = max_run_steps, progress, log
+        self.rank, self.world = join_process_group(cfg.device)  # (0, 1) unless torchrun started several processes
+        writer = self.rank == 0  # one process writes the run: its log, checkpoints and export
+        self.max_run_steps, self.progress, self.log = max_run_steps, progress and writer, log if writer else _quiet
         self.ckpts = CheckpointManager(self.out / "checkpoints", cfg.training.keep_last)
-        self.events = EventLog(self.out / "events.jsonl")
+        self.events = EventLog(self.out / "events.jsonl") if writer else _NoLog(self.out / "events.jsonl")
         self._setup()
 
     # everything that can fail on bad input happens here, before any file of the run is written
@@ -177,23 +222,34 @@ class Trainer(TrainLoop):
         existing = resume_point(self.out, self.ckpts, self.resume, TrainingError)
         state = self.ckpts.load(existing) if existing is not None else None
         self.device = resolve_device(cfg.device)
+        if self.world > 1 and self.device.type == "cuda":  # torchrun: each process its own GPU
+            self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
         self.precision = resolve_precision(cfg.precision, self.device)
         configure_backends(self.device)
+        _barrier(self.world)  # every process has checked the run directory before the first one writes to it
+        if self.rank > 0:
+            _barrier(self.world)  # the first process packs the data; the others then read it
         self._load_data(state)
+        if self.rank == 0:
+            _barrier(self.world)
         seed_everything(tc.seed)
         self.model = DiffusionTransformer(cfg.model).to(self.device)
         if state is None:  # a new run starts the output bias at the training tokens' frequencies
             self.model.init_head_bias(torch.from_numpy(self.data.token_counts()))
         # compiled for training steps only; the weights, the state dict and evaluation stay those of the plain module.
         # dynamic: the number of masked positions, hence the logits' shape, changes every step
-        self.step_model = torch.compile(self.model, dynamic=True) if tc.compile else self.model
+        self.step_model = self.model
+        if self.world > 1:  # gradients averaged over the processes after every backward
+            self.step_model = torch.nn.parallel.DistributedDataParallel(self.step_model)
+        self.step_model = torch.compile(self.step_model, dynamic=True) if tc.compile else self.step_model
         betas = (tc.beta1, tc.beta2)
         self.optimizer = make_optimizer(
             self.model, tc.learning_rate, tc.weight_decay, betas, tc.adam_eps, tc.optimizer, self.device
         )
         self.scaler = make_grad_scaler(self.precision)
         n_train = max(1, int(self.data.meta["n_train_blocks"] * cfg.data.train_fraction))  # the blocks it may see
-        self.sampler = DeterministicBatchSampler(n_train, tc.batch_size, tc.seed)
+        # the global batch: each process trains its own `batch_size` rows of every micro-batch
+        self.sampler = DeterministicBatchSampler(n_train, tc.batch_size * self.world, tc.seed)
         self.step, self.schedule_note = 0, None
         self.restore(state, existing, "model/optimizer")
         if state is not None:
@@ -255,31 +311,37 @@ class Trainer(TrainLoop):
 
 # %% ../../nbs/11_train.ipynb #55a583d5
 @patch
-def _loss(self: Trainer, x, t, n_tokens: int, g) -> dict:
-    "The objective's loss on one micro-batch `x`, as a sum over the step's `n_tokens` tokens."
+def _loss(self: Trainer, x, t, n_tokens: int, g, rows=slice(None)) -> dict:
+    """The objective's loss on rows `rows` of micro-batch `x`, as a sum over the step's `n_tokens` tokens. The noise is
+    drawn for the whole micro-batch, so that a process of several trains exactly its rows of one process's batch."""
     if self.cfg.training.objective == "ar":
-        return ar_loss(self.step_model, x, self.data.meta["eos_token_id"], n_tokens)
+        return ar_loss(self.step_model, x[rows], self.data.meta["eos_token_id"], n_tokens)
     if self.cfg.training.objective != "mdlm":
-        return objective_hooks(self.cfg.training.objective).loss(self.step_model, x, g, self.cfg, n_tokens)
+        return objective_hooks(self.cfg.training.objective).loss(self.step_model, x, g, self.cfg, n_tokens, rows)
     exact = self.cfg.training.masking == "exact"
-    return diffusion_loss(self.step_model, x, t, self.cfg.model.mask_token_id, n_tokens, generator=g, exact=exact)
+    _, masked = corrupt(x, t, self.cfg.model.mask_token_id, g, exact)
+    return diffusion_loss(
+        self.step_model, x[rows], t[rows], self.cfg.model.mask_token_id, n_tokens, masked=masked[rows], exact=exact
+    )
 
 
 @patch
 def train_step(self: Trainer) -> dict:
-    "One optimizer step over `gradient_accumulation_steps` micro-batches."
+    """One optimizer step over `gradient_accumulation_steps` micro-batches. With several processes each micro-batch is
+    the global one (`batch_size` x processes), every process draws its noise alike, and each trains its own rows."""
     tc, dev = self.cfg.training, self.device
     B, A, T = tc.batch_size, tc.gradient_accumulation_steps, self.data.block_size
+    G, rows = B * self.world, slice(self.rank * B, (self.rank + 1) * B)  # the global micro-batch; this process's rows
     g = torch.Generator().manual_seed(tc.seed * 1_000_003 + self.step)
-    t = sample_times(B * A, tc.sampling_eps, tc.antithetic_sampling, generator=g)
+    t = sample_times(G * A, tc.sampling_eps, tc.antithetic_sampling, generator=g)
     lr = self.set_lr(lr_schedule(self.step, tc.learning_rate, tc.warmup_steps, tc.max_steps, tc.min_lr, tc.decay_steps))
     counts = {"n_masked": 0, "n_correct": 0}
     self.model.train()
 
-    def micro_loss(a):  # already divided by the step's B * A * T tokens: nothing left to divide
+    def micro_loss(a):  # divided by this process's B * A * T tokens; the processes' gradients are then averaged
         x = self.data.batch("train", self.sampler.indices(self.step * A + a)).to(dev, non_blocking=True)
         with autocast(self.precision), sdpa_context(dev, self.cfg.forbid_math_sdpa):
-            out = self._loss(x, t[a * B : (a + 1) * B], B * A * T, g)
+            out = self._loss(x, t[a * G : (a + 1) * G], B * A * T, g, rows)
         for k in counts:
             counts[k] += out[k]
         return out["loss"], 0.0
@@ -313,6 +375,19 @@ def evaluate(self: Trainer) -> dict:
                 seed=tc.seed,
                 autocast_ctx=ctx,
             )
+
+
+@patch
+def evaluates(self: Trainer) -> bool:
+    "Only the process that writes the run evaluates (the others go on to the next step and wait for it there)."
+    return self.rank == 0
+
+
+@patch
+def save(self: Trainer):
+    "A checkpoint and the export, written by the first process only."
+    if self.rank == 0:
+        return TrainLoop.save(self)
 
 
 @patch
@@ -350,6 +425,8 @@ def checkpoint_extra(self: Trainer) -> dict:
 @patch
 def export(self: Trainer):
     "The bf16 inference directory, rewritten with every checkpoint."
+    if self.rank > 0:
+        return
     extra = {
         "block_size": self.cfg.data.block_size,
         "trained_steps": self.step,
@@ -363,6 +440,8 @@ def export(self: Trainer):
 @patch
 def announce(self: Trainer):
     "Write config.toml, log the start (or resume) with the device and the model's size, and say it in one line."
+    if self.rank > 0:
+        return
     summary = device_summary(self.device, self.precision)
     n = self.model.num_params()
     self.open_run("config.toml", to_toml(self.cfg), n_params=n, **summary, config=to_dict(self.cfg))
