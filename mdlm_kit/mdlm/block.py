@@ -156,8 +156,8 @@ register_objective(
 class _OneBlock:
     "The model as lesson 12's step functions call it, `model(x, predict_mask=...)`, for the block [lo, hi) of a canvas."
 
-    def __init__(self, model, block: int, cache: PrefixCache | None):
-        self.model, self.config, self.block, self.cache = model, model.config, block, cache
+    def __init__(self, model, block: int, lo: int, hi: int, cache: PrefixCache | None):
+        self.model, self.config, self.block, self.lo, self.hi, self.cache = model, model.config, block, lo, hi, cache
 
     def __call__(self, x, predict_mask):
         if self.cache is not None:  # x is the block alone; the prefix is in the cache
@@ -197,13 +197,13 @@ def block_diffusion_steps(
     prefix = PrefixCache(model.config.local_mixing) if cache else None
     n, count = x.shape[1], 0
     yield SampleStep(
-        0, x.clone(), torch.zeros_like(x, dtype=torch.bool), torch.zeros(x.shape, device=dev), int((x == mask_id).sum())
+        0, x.clone(), torch.zeros_like(x, dtype=torch.bool), torch.zeros(x.shape), int((x == mask_id).sum())
     )
     for lo in range(0, n, block):
         hi = min(lo + block, n)
         todo = int((x[:, lo:hi] == mask_id).sum())
         n_steps = min(steps or todo, todo)
-        one = _OneBlock(model, block, prefix)
+        one = _OneBlock(model, block, lo, hi, prefix)
         for i in range(n_steps):
             view = x[:, lo:hi] if cache else x  # what the model is shown: the block, or the canvas
             a, b = (0, hi - lo) if cache else (lo, hi)
@@ -218,14 +218,12 @@ def block_diffusion_steps(
             changed[:, lo:hi] = new[:, a:b]
             x[:, lo:hi] = view[:, a:b]
             count += 1
-            yield SampleStep(count, x.clone(), changed, torch.zeros(x.shape, device=dev), int((x == mask_id).sum()))
+            yield SampleStep(count, x.clone(), changed, torch.zeros(x.shape), int((x == mask_id).sum()))
         if prefix is not None:  # the finished block joins the clean prefix: its keys and values, once
             model(x[:, lo:hi], cache=prefix)
             prefix.commit()
         if eos_id is not None and hi > len(p) and (x[0, max(lo, len(p)) : hi] == eos_id).any():
             x = x[:, :hi]  # the model ended its text in this block: nothing after it is written
-            yield SampleStep(
-                count, x.clone(), torch.zeros_like(x, dtype=torch.bool), torch.zeros(x.shape, device=dev), 0
-            )
+            yield SampleStep(count, x.clone(), torch.zeros_like(x, dtype=torch.bool), torch.zeros(x.shape), 0)
             break
     model.train(model_was)
