@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import torch
 from ..core.config import ConfigError
-from .diffusion import elbo_terms, eval_times, mask_counts, sample_times
+from .diffusion import elbo_bound, elbo_terms, mask_counts, sample_times
 from .model import PrefixCache
 from .sampling import SampleStep, _ancestral_step, _check_request, _confidence_step, transfer_schedule
 from .train import ObjectiveHooks, register_objective
@@ -99,35 +99,15 @@ def block_bound(
     model, batches, block: int | None = None, n_levels: int = 8, eps: float = 1e-3, seed: int = 0, autocast_ctx=None
 ) -> dict:
     "Deterministic block-diffusion bound over `batches` of (B, L) tokens: nats/token and masked accuracy."
-    import contextlib
-    import math
-
     block = block or getattr(model, "extra_config", {}).get("block_length")
     if not block:
         raise ConfigError("block_bound needs the block length: pass block=, or load a model trained with bd3lm.")
-    was_training = model.training
-    model.eval()
-    total, n_tok, n_masked, n_correct = 0.0, 0, 0, 0
-    ts = eval_times(n_levels, eps).float()
-    for bi, x in enumerate(batches):
-        for li, tt in enumerate(ts):
-            g = torch.Generator().manual_seed(seed * 7_919 + bi * 1_009 + li)
-            with autocast_ctx or contextlib.nullcontext():
-                t = tt.repeat(len(x), x.shape[1] // block)
-                out = block_diffusion_loss(model, x, t, block, model.config.mask_token_id, generator=g)
-            total += out["nll_sum"].item()
-            n_masked += out["n_masked"]
-            n_correct += out["n_correct"]
-        n_tok += x.numel()
-    model.train(was_training)
-    nats = total / (n_tok * n_levels)
-    return {
-        "elbo_nats_per_token": nats,
-        "nats_per_token": nats,
-        "ppl_bound": math.exp(min(nats, 50)),
-        "masked_acc": n_correct / max(n_masked, 1),
-        "n_tokens": n_tok,
-        "block_length": block,
+    mask_id = model.config.mask_token_id
+    per_block = lambda m, x, tt, g: block_diffusion_loss(  # the level's time for every block of every row
+        m, x, tt.repeat(len(x), x.shape[1] // block), block, mask_id, generator=g
+    )
+    return elbo_bound(model, batches, mask_id, n_levels, eps, seed, autocast_ctx, loss=per_block) | {
+        "block_length": block
     }
 
 

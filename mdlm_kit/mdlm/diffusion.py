@@ -96,9 +96,12 @@ def eval_times(n_levels: int, eps: float = 1e-3) -> torch.Tensor:
 
 @torch.no_grad()
 def elbo_bound(
-    model, batches, mask_id: int, n_levels: int = 8, eps: float = 1e-3, seed: int = 0, autocast_ctx=None
+    model, batches, mask_id: int, n_levels: int = 8, eps: float = 1e-3, seed: int = 0, autocast_ctx=None, loss=None
 ) -> dict:
-    "Deterministic ELBO estimate over `batches` (iterable of (B, T) token tensors): nats/token, masked accuracy."
+    """Deterministic ELBO estimate over `batches` (iterable of (B, T) token tensors): nats/token, masked accuracy.
+    `loss(model, x, t, generator)` scores one batch at the level `t` (default: `diffusion_loss`; block diffusion's
+    bound passes its own)."""
+    loss = loss or (lambda m, x, tt, g: diffusion_loss(m, x, tt.repeat(len(x)), mask_id, generator=g))
     import contextlib
 
     was_training = model.training
@@ -109,7 +112,7 @@ def elbo_bound(
         for li, tt in enumerate(ts):
             g = torch.Generator().manual_seed(seed * 7_919 + bi * 1_009 + li)
             with autocast_ctx or contextlib.nullcontext():
-                out = diffusion_loss(model, x, tt.repeat(len(x)), mask_id, generator=g)
+                out = loss(model, x, tt, g)
             total += out["nll_sum"].item()
             n_masked += out["n_masked"]
             n_correct += out["n_correct"]
