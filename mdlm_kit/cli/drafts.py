@@ -85,7 +85,7 @@ _HELP = {
 def _bool(s):
     return str(s).lower() in ("1", "true", "yes", "on")
 
-
+# %% ../../nbs/25_draft_cli.ipynb #f90e3646
 DFLASH_ONLY = (
     "block_size",
     "num_draft_layers",
@@ -126,7 +126,7 @@ def config_from_args(args) -> DraftTrainConfig:
     flat = DraftTrainConfig().flat()
     return DraftTrainConfig.from_flags(**{k: getattr(args, k, v) for k, v in flat.items()})
 
-
+# %% ../../nbs/25_draft_cli.ipynb #f26f7e6c
 _SPECFORGE = "SpecForge (sgl-project/SpecForge), which trains DFlash and EAGLE-3 drafters sharded over many GPUs"
 
 
@@ -157,7 +157,7 @@ def cmd_train_draft(args):
     ).run()
     print(json.dumps({"step": res["step"], "completed": res["completed"], "eval": res["eval"]}))
 
-
+# %% ../../nbs/25_draft_cli.ipynb #5f7d3788
 def cmd_make_chat_data(args):
     from mdlm_kit.drafts.chat_data import embedded_prompts, load_conversations, regenerate_conversations
     from mdlm_kit.drafts.chat_data import self_written_prompts, take_turns
@@ -190,7 +190,7 @@ def cmd_make_chat_data(args):
     )
     print(f"wrote {n} new conversations to {args.output}")
 
-
+# %% ../../nbs/25_draft_cli.ipynb #3f195112
 def cmd_hidden_states(args):
     from mdlm_kit.drafts.chat_data import build_chat_dataset, dataset_key
     from mdlm_kit.drafts.features import save_hidden_states
@@ -225,7 +225,7 @@ def cmd_hidden_states(args):
     )
     print(f"{idx['n_samples']} samples, layers {idx['layer_ids']}, in {args.output}")
 
-
+# %% ../../nbs/25_draft_cli.ipynb #c2422f6d
 def _check_speculate_flags(args):
     "Refuse impossible flag values first: loading the target takes a while, and a typo should not cost it."
     bad = [
@@ -274,7 +274,7 @@ def _check_speculate_flags(args):
     if bad:
         raise ConfigError("; ".join(bad) + ".")
 
-
+# %% ../../nbs/25_draft_cli.ipynb #64439dc1
 def _speculate_models(args):
     """The target and its drafter for `speculate`: the target in the precision that verifies exactly, the drafter in
     it too unless `--draft-precision`, both with the CPU products the flags ask for (or `choose_products` measures);
@@ -304,7 +304,7 @@ def _speculate_models(args):
         few_rows_linears(tgt.model, draft, one_row=True, packed=packed)
     return tgt, draft, "packed" if packed else "one-row" if one_row else "plain"
 
-
+# %% ../../nbs/25_draft_cli.ipynb #d5e40fa5
 def cmd_speculate(args):
     from mdlm_kit.drafts.speculate import load_prompts, lookup_store, speculate
     from mdlm_kit.drafts.targets import SamplingParams
@@ -337,7 +337,7 @@ def cmd_speculate(args):
         atomic_write_text(args.output, text + "\n")
     print(text)
 
-
+# %% ../../nbs/25_draft_cli.ipynb #d7ab577c
 def _add_make_chat_data(sub):
     "The `mdlm-kit make-chat-data` command and its flags."
     p = sub.add_parser(
@@ -376,7 +376,7 @@ def _add_make_chat_data(sub):
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_make_chat_data)
 
-
+# %% ../../nbs/25_draft_cli.ipynb #e759bfaa
 def _add_hidden_states(sub):
     "The `mdlm-kit hidden-states` command and its flags."
     p = sub.add_parser(
@@ -417,7 +417,7 @@ def _add_hidden_states(sub):
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_hidden_states)
 
-
+# %% ../../nbs/25_draft_cli.ipynb #e1fe111a
 def _add_speculate(sub):
     "The `mdlm-kit speculate` command and its flags."
     p = sub.add_parser(
@@ -455,7 +455,7 @@ def _add_speculate(sub):
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_speculate)
 
-
+# %% ../../nbs/25_draft_cli.ipynb #07214eed
 def _add_speculate_decoder_flags(p):
     "How `speculate` drafts and verifies: the tree, the cut, the lookup branch and the runner-up leaves."
     p.add_argument(
@@ -495,7 +495,7 @@ def _add_speculate_decoder_flags(p):
         "its path (the drafts before it, then it) at least this probability (0: none)",
     )
 
-
+# %% ../../nbs/25_draft_cli.ipynb #45dac45a
 def _add_speculate_machine_flags(p):
     "Where and how `speculate` computes: the device, the precision and the CPU products."
     p.add_argument("--device", help="auto, cpu, cuda or mps")
@@ -528,7 +528,7 @@ def _add_speculate_machine_flags(p):
         "the JSON reports the choice as products",
     )
 
-
+# %% ../../nbs/25_draft_cli.ipynb #2c6e3226
 def add_draft_commands(sub):
     "Register the drafter commands (make-chat-data, hidden-states, speculate, train-dflash/-eagle3) on the parser."
     _add_make_chat_data(sub)

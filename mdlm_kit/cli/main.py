@@ -85,7 +85,7 @@ def cmd_train(args):
     trainer.run()
     leave_process_group(trainer.world)
 
-
+# %% ../../nbs/26_cli.ipynb #89c69e97
 def _samples(
     model,
     tok,
@@ -127,7 +127,7 @@ def _samples(
         )
     return [decode(tok, row) for row in out]
 
-
+# %% ../../nbs/26_cli.ipynb #2d05b51d
 def cmd_sample(args):
     model, tok = load_inference(args.checkpoint, args.device)
     for i, text in enumerate(
@@ -168,7 +168,7 @@ def _eval_text(model, tok, kind: str, args) -> dict:
     res = text_ar_nll(model, tok, text) if kind == "ar" else text_elbo(model, tok, text, args.levels, args.repeats)
     return {"text": str(p), **res}
 
-
+# %% ../../nbs/26_cli.ipynb #b7b1d106
 def _eval_split(model, tok, kind: str, args) -> dict:
     "A packed split, scored as `quickstart --baseline` scores it, beside its unigram entropy."
     data = PackedData(args.data)
@@ -208,7 +208,7 @@ def _train_or_reuse(cfg, out: Path, args, label: str):
         print(f"continuing the {label} run in {out}")
     Trainer(cfg, out, resume=resume, progress=not args.no_progress).run()
 
-
+# %% ../../nbs/26_cli.ipynb #a237ee0c
 def _start_baseline(cfg, out: Path, args, threads: int):
     "Train the AR baseline in a child process beside this one (log: out/train.log); None if it already finished."
     import os, subprocess
@@ -234,7 +234,7 @@ def _start_baseline(cfg, out: Path, args, threads: int):
     with open(out / "train.log", "a") as log:
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
 
-
+# %% ../../nbs/26_cli.ipynb #ed7c94a7
 # what the quickstart prints, one sampler each: (title, prompt, sampler, steps, block length, top-k); lesson 12 compares
 # the settings (on this model, confidence and blocks give the most real words; ancestral needs top-k at this size)
 QUICKSTART_SAMPLES = [
@@ -278,7 +278,7 @@ def print_comparison(c: dict):
     print(f"  {'AR baseline, exact NLL':34}{a['nats_per_token']:>11.3f}{a['bits_per_char']:>11.3f}")
     print(f"  MDLM / AR = {c['mdlm_over_ar']:.2f}x   MDLM / unigram = {c['mdlm_over_unigram']:.2f}x")
 
-
+# %% ../../nbs/26_cli.ipynb #68415324
 def cmd_quickstart(args):
     import torch
 
@@ -378,7 +378,7 @@ def _same_run(row: dict, objective: str, block, seed: int, fraction: float) -> b
         fraction,
     )
 
-
+# %% ../../nbs/26_cli.ipynb #ab7cf571
 def cmd_sweep(args):
     import itertools, time
 
@@ -417,7 +417,7 @@ def cmd_sweep(args):
     plot_sweep(rows, out / "sweep.png")
     print(f"{len(rows)} runs in {path}; the figure in {out / 'sweep.png'}")
 
-
+# %% ../../nbs/26_cli.ipynb #3548d2e8
 def plot_sweep(rows: list[dict], path):
     "Bits/char against tokens seen: a line per objective (and corpus fraction), the seeds' mean and their range."
     from matplotlib.figure import Figure
@@ -440,7 +440,7 @@ def plot_sweep(rows: list[dict], path):
     ax.legend(fontsize=8)
     fig.savefig(path, dpi=110)
 
-
+# %% ../../nbs/26_cli.ipynb #0ef4af7a
 def _add_sweep(sub):
     "The `mdlm-kit sweep` command and its flags."
     p = sub.add_parser(
@@ -561,7 +561,7 @@ def _add_prepare(sub):
     _common(p)
     p.set_defaults(fn=cmd_prepare)
 
-
+# %% ../../nbs/26_cli.ipynb #8220e13a
 def _add_train(sub):
     "The `mdlm-kit train` command and its flags."
     p = sub.add_parser(
@@ -604,7 +604,7 @@ def _add_sample(sub):
     p.add_argument("--device", help="auto, cpu, cuda or mps")
     p.set_defaults(fn=cmd_sample)
 
-
+# %% ../../nbs/26_cli.ipynb #154bc2f6
 def _add_eval(sub):
     "The `mdlm-kit eval` command and its flags."
     p = sub.add_parser(
@@ -623,7 +623,7 @@ def _add_eval(sub):
     p.add_argument("--device", help="auto, cpu, cuda or mps")
     p.set_defaults(fn=cmd_eval)
 
-
+# %% ../../nbs/26_cli.ipynb #76f18ddf
 def _add_playground(sub):
     "The `mdlm-kit playground` command and its flags."
     p = sub.add_parser(
@@ -655,7 +655,7 @@ def _add_playground(sub):
     )
     p.set_defaults(fn=cmd_playground)
 
-
+# %% ../../nbs/26_cli.ipynb #8d014646
 def make_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="mdlm-kit", description="Masked diffusion language models and speculative-decoding drafters."

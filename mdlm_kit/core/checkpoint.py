@@ -258,7 +258,7 @@ def exchange_paths(a: str | Path, b: str | Path) -> bool:
         return libc.renamex_np(fa, fb, RENAME_SWAP) == 0
     return False
 
-
+# %% ../../nbs/04_checkpoint.ipynb #5a3c3c18
 def clean_model_dir_leftovers(directory: str | Path):
     "Remove what interrupted saves left beside `directory` (hidden `.NAME.tmp-*` and older kits' `.NAME.old-*`)."
     directory = Path(directory)
@@ -294,7 +294,7 @@ def save_model_dir(
     _fsync_dir(directory.parent)
     return directory
 
-
+# %% ../../nbs/04_checkpoint.ipynb #9136301c
 def load_model_dir(directory: str | Path) -> tuple[dict[str, torch.Tensor], dict]:
     "Read `model.safetensors` and `config.json` from a model directory, with clear errors."
     directory = Path(directory)

@@ -58,7 +58,7 @@ class DataConfig:
     val_fraction: float = 0.05
     train_fraction: float = 1.0  # train on the first part of the train blocks only: fewer unique tokens, more passes
 
-
+# %% ../../nbs/03_config.ipynb #6d17ea26
 @dataclass
 class TrainingConfig:
     "The optimisation run. An optimizer step consumes `batch_size * gradient_accumulation_steps` blocks."
@@ -93,7 +93,7 @@ class TrainingConfig:
         False  # torch.compile the training forward/backward (fuses element-wise work; the first step compiles)
     )
 
-
+# %% ../../nbs/03_config.ipynb #a76f83dd
 @dataclass
 class ExperimentConfig:
     "A whole run: where it computes and the three sections."
@@ -210,7 +210,7 @@ def _coerce(value: Any, typ: str, key: str):
         _check(isinstance(value, str), key, f"expected a string, got {value!r}")
     return value
 
-
+# %% ../../nbs/03_config.ipynb #46578c67
 def _fill(obj, values: dict, prefix: str):
     known = {f.name: f for f in fields(obj)}
     for k, v in values.items():
@@ -251,7 +251,7 @@ def load_config(path: str | Path | None) -> ExperimentConfig:
         ) from None
     return from_dict(d)
 
-
+# %% ../../nbs/03_config.ipynb #f719dacf
 def parse_override(item: str) -> tuple[str, Any]:
     "Split `section.key=value`; the value is read as TOML, falling back to a plain string."
     if "=" not in item:
@@ -295,7 +295,7 @@ def _toml_value(v) -> str:
         return repr(v)
     return json.dumps(v)  # a JSON string is a valid TOML basic string
 
-
+# %% ../../nbs/03_config.ipynb #5bf923df
 def to_toml(cfg: ExperimentConfig) -> str:
     "The config as TOML text that `load_config` reads back to an equal config."
     d = to_dict(cfg)

@@ -88,7 +88,7 @@ class OneRowLinear(FewRowsLinear):
 
     min_rows = 1
 
-
+# %% ../../nbs/08_layers.ipynb #92748284
 PACKED_ROWS = (3, 128)  # rows that PackedLinear sends through oneDNN with its packed weight
 PACKED_FOR_ROWS = 8  # the row count oneDNN lays the weight out for; 3-128 rows all ran faster that way here
 
@@ -132,7 +132,7 @@ def packed_linear(x: torch.Tensor, packed: torch.Tensor, bias: torch.Tensor | No
     "`F.linear` of rows `x` (n, in) with a weight packed by `pack_weight`: (n, out)."
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
-
+# %% ../../nbs/08_layers.ipynb #42c6cd3d
 class PackedLinear(OneRowLinear):
     """A `OneRowLinear` that sends 3-128 fp32 CPU rows (bf16: 1-128, one as two), without autograd, through oneDNN
     with a copy of its weight laid out for a few rows: made on first use and again when the weight changes; never saved
@@ -168,7 +168,7 @@ class PackedLinear(OneRowLinear):
         y = packed_linear(x2, self.packed_weight(), self.bias)[:rows]
         return y.view(*x.shape[:-1], w.shape[0])
 
-
+# %% ../../nbs/08_layers.ipynb #92b8ea78
 def few_rows_linears(
     module: nn.Module, *more: nn.Module, enable: bool = True, one_row: bool = False, packed: bool = False
 ) -> nn.Module:

@@ -111,7 +111,7 @@ def assistant_markers(tokenizer) -> tuple[str, str]:
     end = full[full.index(probe) + len(probe) :].split("\n")[0].strip()
     return header, end
 
-
+# %% ../../nbs/16_chat_data.ipynb #ce262165
 def _spans_by_prefix(tok, msgs) -> tuple[str, list[tuple[int, int]]]:
     full, spans = _render(tok, msgs), []
     for i, m in enumerate(msgs):
@@ -140,7 +140,7 @@ def _mask_from_spans(tok, text, spans):
     mask = [int(any(s <= a < e for s, e in spans)) for a, _ in offs]
     return ids, mask
 
-
+# %% ../../nbs/16_chat_data.ipynb #526ee438
 def tokenize_conversation(
     tokenizer, messages: list[dict], max_length: int | None = None, train_only_last_turn: bool = False
 ) -> dict:
@@ -171,7 +171,7 @@ def tokenize_conversation(
         "loss_mask": torch.tensor(mask, dtype=torch.long, device="cpu"),
     }
 
-
+# %% ../../nbs/16_chat_data.ipynb #ea977799
 def tokenize_preformatted(
     tokenizer, text: str, max_length: int | None = None, train_only_last_turn: bool = False
 ) -> dict:
@@ -223,7 +223,7 @@ def _read_cache(cache: Path) -> list[dict] | None:
         return None
     return [{"id": i, "input_ids": x, "loss_mask": m} for i, x, m in zip(c["ids"], c["input_ids"], c["loss_mask"])]
 
-
+# %% ../../nbs/16_chat_data.ipynb #7a7360fc
 def _tokenize_file(path: Path, tokenizer, max_length: int, train_only_last_turn: bool, is_preformatted: bool):
     "Every usable row of a JSONL file, tokenised with its loss mask (conversations without an answer are skipped)."
     samples = []
@@ -245,7 +245,7 @@ def _tokenize_file(path: Path, tokenizer, max_length: int, train_only_last_turn:
             samples.append({"id": c["id"], **enc})
     return samples
 
-
+# %% ../../nbs/16_chat_data.ipynb #bca53749
 def build_chat_dataset(
     path,
     tokenizer,
@@ -337,6 +337,8 @@ WRITING_TOPICS = (
     "a snowy village",
     "a science fair",
 )
+
+# %% ../../nbs/16_chat_data.ipynb #84266510
 WRITING_TEMPLATES = (
     "Write a short paragraph about {}.",
     "Write a four-line poem about {}.",
@@ -396,6 +398,8 @@ CODE_CONCEPTS = (
     "inheritance",
     "an off-by-one error",
 )
+
+# %% ../../nbs/16_chat_data.ipynb #9b3e3415
 SQL_TASKS = (
     "lists the five most expensive products in a table called products",
     "finds the customers who joined in 2023 from a table called customers",
@@ -428,7 +432,7 @@ def _code_prompts(rng: random.Random) -> list[str]:
         ]
     return out
 
-
+# %% ../../nbs/16_chat_data.ipynb #baf61097
 def _maths_prompts(rng: random.Random) -> list[str]:
     "Arithmetic word problems, equations, percentages, areas, fractions, conversions and sums."
     items = ("apples", "pencils", "books", "tickets", "cookies", "stamps")
@@ -472,7 +476,7 @@ def _reasoning_prompts(rng: random.Random) -> list[str]:
         ]
     return out
 
-
+# %% ../../nbs/16_chat_data.ipynb #dfa94724
 def _prompt_kinds() -> dict[str, list[str]]:
     "The embedded prompts by kind, in a fixed order."
     import sys, pydoc_data.topics
@@ -510,7 +514,7 @@ def embedded_prompts(n: int | None = None, seed: int = 0) -> list[dict]:
     out = take_turns(*queues)  # one of each kind in turn
     return out[:n] if n else out
 
-
+# %% ../../nbs/16_chat_data.ipynb #7a9e1831
 HELDOUT_PROMPTS = {
     "writing": [
         "Write a friendly email inviting a neighbour to a garden party on Saturday.",
@@ -557,7 +561,7 @@ def heldout_prompts(n: int | None = None) -> list[dict]:
     ]
     return out[:n] if n else out
 
-
+# %% ../../nbs/16_chat_data.ipynb #f3325d43
 @torch.inference_mode()
 def regenerate_conversations(
     target,

@@ -262,7 +262,7 @@ def _attend_structured(q, k, v, st: BlockStructure):
     y = p[..., :S] @ v[:, :, :S] + (p[..., S:].reshape(B, h, N, bs, bs) @ vb).reshape(B, h, Q, d)
     return y * any_key[:, None].to(y.dtype)
 
-
+# %% ../../nbs/17_dflash.ipynb #fd776f0f
 _FLEX = {}
 
 
@@ -302,7 +302,7 @@ def _attend(q, k, v, mask, backend: str):
         y = s.masked_fill(~safe, float("-inf")).softmax(-1) @ v
     return y * any_key[:, None].to(y.dtype)
 
-
+# %% ../../nbs/17_dflash.ipynb #cb6702a5
 class DFlashAttention(nn.Module):
     "Queries from the block; keys/values from [context features; block] through the same projections."
 
@@ -337,7 +337,7 @@ class DFlashAttention(nn.Module):
         y = _attend(q, k, v, mask, backend)
         return self.o_proj(y.transpose(1, 2).reshape(B, Q, self.nh * self.hd))
 
-
+# %% ../../nbs/17_dflash.ipynb #6ef1e2ff
 class DFlashLayer(nn.Module):
     "Pre-norm decoder layer (Qwen3 style) with the context injected as keys/values."
 
@@ -352,7 +352,7 @@ class DFlashLayer(nn.Module):
         x = x + self.self_attn(self.input_layernorm(x), ctx, cos, sin, mask, backend, ctx_kv)
         return x + self.mlp(self.post_attention_layernorm(x))
 
-
+# %% ../../nbs/17_dflash.ipynb #9c09108d
 class DFlashDraftModel(nn.Module):
     "The DFlash drafter: fused target features, draft layers, final norm. Embedding and head stay the target's."
 
@@ -485,7 +485,7 @@ def block_metrics(ce: torch.Tensor, correct: torch.Tensor, valid: torch.Tensor) 
         "n_blocks": has.sum().detach(),
     }
 
-
+# %% ../../nbs/17_dflash.ipynb #484a8e44
 def dflash_forward(
     draft: DFlashDraftModel,
     tables,
@@ -525,7 +525,7 @@ def dflash_forward(
     out.update(block_metrics(ce, logits.argmax(-1) == labels, valid))
     return out
 
-
+# %% ../../nbs/17_dflash.ipynb #d120e6c2
 @torch.no_grad()
 def draft_block(
     draft: DFlashDraftModel,
@@ -574,7 +574,7 @@ def draft_block(
         out = out[: 1 + int(low[0])] if len(low) else out
     return out
 
-
+# %% ../../nbs/17_dflash.ipynb #f3d32581
 class DFlashContextCache:
     """Decoding-time cache of what the drafter derives from committed positions: each layer's context keys/values (after
     RoPE)."""

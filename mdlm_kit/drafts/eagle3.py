@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from fastcore.basics import patch
 from ..core.checkpoint import CheckpointError, load_model_dir, save_model_dir
 from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.device import KitError, cast_weights
@@ -140,7 +141,7 @@ class Eagle3Attention(nn.Module):
         r = self.nh // self.nkv
         return q, k.repeat_interleave(r, 1), v.repeat_interleave(r, 1)
 
-
+# %% ../../nbs/18_eagle3.ipynb #9ed5ba59
 class Eagle3Layer(nn.Module):
     "The midlayer: attention input [input_layernorm(emb); hidden_norm(h)], residual stream h, SwiGLU MLP."
 
@@ -175,7 +176,7 @@ class Eagle3Layer(nn.Module):
             mask = torch.ones(S, P + S, dtype=torch.bool, device=q.device).tril(P)
         return self.out(hidden, F.scaled_dot_product_attention(q, k, v, attn_mask=mask)), (k, v)
 
-
+# %% ../../nbs/18_eagle3.ipynb #9e86b2f8
 class Eagle3DraftModel(nn.Module):
     "EAGLE-3 drafter: fc over 3 target features, one midlayer, final norm, LM head over the draft vocabulary."
 
@@ -198,64 +199,78 @@ class Eagle3DraftModel(nn.Module):
             if isinstance(m, nn.Linear):
                 nn.init.normal_(m.weight, std=0.02)
 
-    def set_vocab(self, d2t, t2d):
-        if len(d2t) != self.config.draft_vocab_size or len(t2d) != self.config.vocab_size or int(t2d.sum()) != len(d2t):
-            raise Eagle3Error("d2t/t2d do not fit this drafter's vocabulary sizes.")
-        self.d2t.copy_(d2t)
-        self.t2d.copy_(t2d)
+# %% ../../nbs/18_eagle3.ipynb #f239034f
+@patch
+def set_vocab(self: Eagle3DraftModel, d2t, t2d):
+    if len(d2t) != self.config.draft_vocab_size or len(t2d) != self.config.vocab_size or int(t2d.sum()) != len(d2t):
+        raise Eagle3Error("d2t/t2d do not fit this drafter's vocabulary sizes.")
+    self.d2t.copy_(d2t)
+    self.t2d.copy_(t2d)
 
-    def draft_ids(self):
-        "Target ids of the draft vocabulary, ascending."
-        return torch.arange(self.config.draft_vocab_size, device=self.d2t.device) + self.d2t
 
-    # training unrolls the layer's two halves around its own TTT attention; decoding calls `midlayer` itself
-    def layer_qkv(self, emb, hidden, cos, sin):
-        return self.midlayer.qkv(emb, hidden, cos, sin)
+@patch
+def draft_ids(self: Eagle3DraftModel):
+    "Target ids of the draft vocabulary, ascending."
+    return torch.arange(self.config.draft_vocab_size, device=self.d2t.device) + self.d2t
 
-    def layer_out(self, hidden, attn):
-        return self.midlayer.out(hidden, attn)
 
-    def features(self, aux):
-        return self.fc(aux.to(self.fc.weight.dtype))
+# training unrolls the layer's two halves around its own TTT attention; decoding calls `midlayer` itself
+@patch
+def layer_qkv(self: Eagle3DraftModel, emb, hidden, cos, sin):
+    return self.midlayer.qkv(emb, hidden, cos, sin)
 
-    def logits(self, a):
-        return self.lm_head(self.norm(a))
 
-    def save_pretrained(self, directory, dtype=None):
-        "config.json in the serving engines' EAGLE-3 layout + safetensors (no embedding)."
-        c = asdict(self.config)
-        cfg = {
-            "architectures": [ARCHITECTURE],
-            "model_type": MODEL_TYPE,
-            **c,
-            "num_hidden_layers": 1,
-            "hidden_act": "silu",
-            "rope_theta": c["rope_parameters"].get("rope_theta"),
-            "tie_word_embeddings": False,
-            "eagle_config": {
-                "eagle_aux_hidden_state_layer_ids": c["eagle_aux_hidden_state_layer_ids"],
-                "use_aux_hidden_state": True,
-            },
-            "mdlm_kit": "eagle3",
-        }
-        sd = {k: v for k, v in self.state_dict().items() if not k.startswith("rotary.")}
-        return save_model_dir(directory, sd, cfg, dtype=dtype)
+@patch
+def layer_out(self: Eagle3DraftModel, hidden, attn):
+    return self.midlayer.out(hidden, attn)
 
-    @classmethod
-    def from_pretrained(cls, directory, device="cpu", dtype=torch.float32):
-        tensors, cfg = load_model_dir(directory)
-        if ARCHITECTURE not in cfg.get("architectures", []):
-            raise CheckpointError(f"{str(directory)!r} is not an EAGLE-3 draft ({cfg.get('architectures')}).")
-        known = {k: v for k, v in cfg.items() if k in Eagle3Config.__dataclass_fields__}
-        model = cls(Eagle3Config(**known))
-        missing, unexpected = model.load_state_dict(tensors, strict=False)
-        missing = [k for k in missing if not k.startswith("rotary.")]
-        if missing or unexpected:
-            raise CheckpointError(
-                f"{str(directory)!r} does not match its config.json "
-                f"(missing {missing[:3]}, unexpected {unexpected[:3]})."
-            )
-        return cast_weights(model, dtype).to(device)
+
+@patch
+def features(self: Eagle3DraftModel, aux):
+    return self.fc(aux.to(self.fc.weight.dtype))
+
+
+@patch
+def logits(self: Eagle3DraftModel, a):
+    return self.lm_head(self.norm(a))
+
+
+@patch
+def save_pretrained(self: Eagle3DraftModel, directory, dtype=None):
+    "config.json in the serving engines' EAGLE-3 layout + safetensors (no embedding)."
+    c = asdict(self.config)
+    cfg = {
+        "architectures": [ARCHITECTURE],
+        "model_type": MODEL_TYPE,
+        **c,
+        "num_hidden_layers": 1,
+        "hidden_act": "silu",
+        "rope_theta": c["rope_parameters"].get("rope_theta"),
+        "tie_word_embeddings": False,
+        "eagle_config": {
+            "eagle_aux_hidden_state_layer_ids": c["eagle_aux_hidden_state_layer_ids"],
+            "use_aux_hidden_state": True,
+        },
+        "mdlm_kit": "eagle3",
+    }
+    sd = {k: v for k, v in self.state_dict().items() if not k.startswith("rotary.")}
+    return save_model_dir(directory, sd, cfg, dtype=dtype)
+
+# %% ../../nbs/18_eagle3.ipynb #7e8cf7d1
+@patch(cls_method=True)
+def from_pretrained(cls: Eagle3DraftModel, directory, device="cpu", dtype=torch.float32):
+    tensors, cfg = load_model_dir(directory)
+    if ARCHITECTURE not in cfg.get("architectures", []):
+        raise CheckpointError(f"{str(directory)!r} is not an EAGLE-3 draft ({cfg.get('architectures')}).")
+    known = {k: v for k, v in cfg.items() if k in Eagle3Config.__dataclass_fields__}
+    model = cls(Eagle3Config(**known))
+    missing, unexpected = model.load_state_dict(tensors, strict=False)
+    missing = [k for k in missing if not k.startswith("rotary.")]
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{str(directory)!r} does not match its config.json (missing {missing[:3]}, unexpected {unexpected[:3]})."
+        )
+    return cast_weights(model, dtype).to(device)
 
 # %% ../../nbs/18_eagle3.ipynb #ce9ff226
 def shift_left(x: torch.Tensor, n: int) -> torch.Tensor:
@@ -284,7 +299,7 @@ def target_labels(draft: Eagle3DraftModel, target_logits, target_top1=None):
         tl = tl[..., draft.draft_ids()]
     return F.softmax(tl, -1), draft.t2d[target_top1].float()
 
-
+# %% ../../nbs/18_eagle3.ipynb #fdfa671a
 def eagle3_forward(
     draft: Eagle3DraftModel,
     tables,
@@ -345,7 +360,7 @@ def eagle3_forward(
         "walk_cycles": torch.tensor(float(cycles), device=num.device),
     }
 
-
+# %% ../../nbs/18_eagle3.ipynb #0572a29b
 def draft_embed(tables, ids):
     return tables.embed(ids)
 

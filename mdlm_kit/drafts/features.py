@@ -61,7 +61,7 @@ def _open_index(ip: Path, target, layer_ids, dtype: str, n_samples: int, shard_s
         )
     return index
 
-
+# %% ../../nbs/19_features.ipynb #a47d38e1
 def _top1(tables, h, chunk: int = 1024) -> torch.Tensor:
     "The argmax of the target's logits from its final hidden state, `chunk` positions at a time (never all of them)."
     flat = h.reshape(-1, h.shape[-1])
@@ -93,7 +93,7 @@ def _shard_tensors(target, chunk: list[dict], first: int, layer_ids, dtype, batc
         advance(len(part))
     return tensors
 
-
+# %% ../../nbs/19_features.ipynb #033cefcb
 def save_hidden_states(
     target,
     samples: list[dict],

@@ -57,7 +57,7 @@ def load_draft(path, device="cpu", dtype=torch.float32):
         f"(no matching config.json); pass the run's draft/ directory."
     )
 
-
+# %% ../../nbs/21_speculate.ipynb #d043756c
 INT8_KEEP = ("fc",)  # both drafters' projection of the target's hidden states: their outlier channels need fp32
 
 
@@ -78,7 +78,7 @@ def draft_precision(draft) -> str:
         return "int8"
     return str(next(draft.parameters()).dtype).removeprefix("torch.")
 
-
+# %% ../../nbs/21_speculate.ipynb #02c88f57
 def make_proposer(
     draft,
     tables,

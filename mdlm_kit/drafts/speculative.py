@@ -121,7 +121,7 @@ class CachedTarget:
         if extra > 0:
             self.cache.crop(-extra)
 
-
+# %% ../../nbs/15_speculative.ipynb #635356bb
 def _prefill(target, layer_ids, prompt_ids, sp, g):
     """Run the prompt: the cached target, the prompt's features `(1, n, K*H)` (None without layer ids), the result with
     the first token, that token."""
@@ -163,7 +163,7 @@ def _clock(device) -> float:
     synchronize(device)
     return time.perf_counter()
 
-
+# %% ../../nbs/15_speculative.ipynb #7628c613
 def _finish(tokens, max_new, eos):
     "Cut at max_new tokens and after the first EOS."
     out = tokens[:max_new]

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from fastcore.basics import patch
 from ..core.device import KitError
 from ..core.layers import few_rows_linear, few_rows_linears, int8_linears
 
@@ -110,7 +111,7 @@ def target_digest(config, embed_weight: torch.Tensor) -> str:
     "`ARCHITECTURE-WEIGHTS`: what saved features, drafters and resumes are matched against (base vs Instruct differ)."
     return f"{_config_digest(config)}-{weights_fingerprint(embed_weight)}"
 
-
+# %% ../../nbs/14_targets.ipynb #b6cf6388
 def digests_match(stored: str | None, current: str) -> bool:
     """Whether `stored` names the target `current` does; digests written before weights were fingerprinted compare the
     architecture."""
@@ -120,7 +121,7 @@ def digests_match(stored: str | None, current: str) -> bool:
         return stored == current.split("-")[0]
     return stored == current
 
-
+# %% ../../nbs/14_targets.ipynb #84a17cfe
 class TargetModel(nn.Module):
     "A frozen causal LM in inference mode that returns chosen layers' hidden states and its logits."
 
@@ -131,88 +132,101 @@ class TargetModel(nn.Module):
         for p in self.model.parameters():
             p.requires_grad_(False)
 
-    @classmethod
-    def from_pretrained(
-        cls,
-        name_or_path,
-        device="cpu",
-        dtype=torch.float32,
-        load_tokenizer: bool = True,
-        trust_remote_code: bool = False,
-    ):
-        "Load a target by name, .gguf file, directory or hub id (see"
-        "`resolve_target`); `trust_remote_code` runs the repo's own model code."
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+# %% ../../nbs/14_targets.ipynb #fc910814
+@patch(cls_method=True)
+def from_pretrained(
+    cls: TargetModel,
+    name_or_path,
+    device="cpu",
+    dtype=torch.float32,
+    load_tokenizer: bool = True,
+    trust_remote_code: bool = False,
+):
+    "Load a target by name, .gguf file, directory or hub id (see"
+    "`resolve_target`); `trust_remote_code` runs the repo's own model code."
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        path, gguf = resolve_target(name_or_path)
-        kw = {"gguf_file": gguf} if gguf else {}
-        if trust_remote_code:
-            kw["trust_remote_code"] = True
-        try:
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kw)
-            tok = AutoTokenizer.from_pretrained(path, **kw) if load_tokenizer else None
-        except ImportError as e:
-            raise TargetError(
-                f"loading {name_or_path!r} needs a missing package ({e}); for GGUF files run "
-                "`pip install gguf accelerate`."
-            ) from None
-        except OSError as e:
-            raise TargetError(f"cannot load target {name_or_path!r}: {str(e).splitlines()[0]}") from None
-        return cls(model, tok, name=str(name_or_path)).to(device)
+    path, gguf = resolve_target(name_or_path)
+    kw = {"gguf_file": gguf} if gguf else {}
+    if trust_remote_code:
+        kw["trust_remote_code"] = True
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kw)
+        tok = AutoTokenizer.from_pretrained(path, **kw) if load_tokenizer else None
+    except ImportError as e:
+        raise TargetError(
+            f"loading {name_or_path!r} needs a missing package ({e}); for GGUF files run `pip install gguf accelerate`."
+        ) from None
+    except OSError as e:
+        raise TargetError(f"cannot load target {name_or_path!r}: {str(e).splitlines()[0]}") from None
+    return cls(model, tok, name=str(name_or_path)).to(device)
 
-    @property
-    def config(self):
-        return self.model.config
 
-    @property
-    def num_layers(self) -> int:
-        return self.config.num_hidden_layers
+@patch(as_prop=True)
+def config(self: TargetModel):
+    return self.model.config
 
-    @property
-    def hidden_size(self) -> int:
-        return self.config.hidden_size
 
-    @property
-    def vocab_size(self) -> int:
-        return self.model.get_input_embeddings().weight.shape[0]
+@patch(as_prop=True)
+def num_layers(self: TargetModel) -> int:
+    return self.config.num_hidden_layers
 
-    @property
-    def device(self):
-        return self.model.get_input_embeddings().weight.device
 
-    def digest(self) -> str:
-        """Hashes of the architecture and of the weights, so saved features and drafters match only the target that made
-        them."""
-        return target_digest(self.config, self.model.get_input_embeddings().weight)
+@patch(as_prop=True)
+def hidden_size(self: TargetModel) -> int:
+    return self.config.hidden_size
 
-    def check_layer_ids(self, layer_ids) -> list[int]:
-        ids = [int(i) for i in layer_ids]
-        bad = [i for i in ids if not 0 <= i < self.num_layers]
-        if bad:
-            raise TargetError(
-                f"target layer ids {bad} are out of range: {self.name} has {self.num_layers} decoder "
-                f"layers, so ids run from 0 to {self.num_layers - 1}."
-            )
-        return ids
 
-    @torch.no_grad()  # not inference_mode: drafters use these features inside their autograd graph
-    def forward(self, input_ids, attention_mask=None, layer_ids=(), return_logits: bool = True) -> TargetOutput:
-        ids = self.check_layer_ids(layer_ids)
-        out = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            output_hidden_states=bool(ids),
-            use_cache=False,
-            logits_to_keep=0 if return_logits else 1,
+@patch(as_prop=True)
+def vocab_size(self: TargetModel) -> int:
+    return self.model.get_input_embeddings().weight.shape[0]
+
+
+@patch(as_prop=True)
+def device(self: TargetModel):
+    return self.model.get_input_embeddings().weight.device
+
+# %% ../../nbs/14_targets.ipynb #a43861ac
+@patch
+def digest(self: TargetModel) -> str:
+    """Hashes of the architecture and of the weights, so saved features and drafters match only the target that made
+    them."""
+    return target_digest(self.config, self.model.get_input_embeddings().weight)
+
+
+@patch
+def check_layer_ids(self: TargetModel, layer_ids) -> list[int]:
+    ids = [int(i) for i in layer_ids]
+    bad = [i for i in ids if not 0 <= i < self.num_layers]
+    if bad:
+        raise TargetError(
+            f"target layer ids {bad} are out of range: {self.name} has {self.num_layers} decoder "
+            f"layers, so ids run from 0 to {self.num_layers - 1}."
         )
-        hs = torch.cat([out.hidden_states[i + 1] for i in ids], dim=-1) if ids else None
-        return TargetOutput(hidden_states=hs, logits=out.logits if return_logits else None)
+    return ids
 
-    def embeddings_and_head(self) -> "TargetEmbeddingsAndHead":
-        "The frozen embedding table and LM head, sharing this model's tensors."
-        return TargetEmbeddingsAndHead(
-            self.model.get_input_embeddings().weight, self.model.get_output_embeddings().weight
-        )
+
+@patch
+@torch.no_grad()  # not inference_mode: drafters use these features inside their autograd graph
+def forward(
+    self: TargetModel, input_ids, attention_mask=None, layer_ids=(), return_logits: bool = True
+) -> TargetOutput:
+    ids = self.check_layer_ids(layer_ids)
+    out = self.model(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        output_hidden_states=bool(ids),
+        use_cache=False,
+        logits_to_keep=0 if return_logits else 1,
+    )
+    hs = torch.cat([out.hidden_states[i + 1] for i in ids], dim=-1) if ids else None
+    return TargetOutput(hidden_states=hs, logits=out.logits if return_logits else None)
+
+
+@patch
+def embeddings_and_head(self: TargetModel) -> "TargetEmbeddingsAndHead":
+    "The frozen embedding table and LM head, sharing this model's tensors."
+    return TargetEmbeddingsAndHead(self.model.get_input_embeddings().weight, self.model.get_output_embeddings().weight)
 
 # %% ../../nbs/14_targets.ipynb #63164500
 class TargetEmbeddingsAndHead(nn.Module):
@@ -232,35 +246,6 @@ class TargetEmbeddingsAndHead(nn.Module):
     @property
     def hidden_size(self) -> int:
         return self.embed_weight.shape[1]
-
-    def embed(self, ids):
-        return F.embedding(ids, self.embed_weight)
-
-    def logits(self, h, rows=None):
-        "The target's logits; `rows` (token ids) keeps only those columns, for a drafter's smaller vocabulary."
-        w = self.head_weight if rows is None else self.head_rows(rows)
-        return few_rows_linear(h, w.to(h.dtype))
-
-    def as_dtype(self, dtype: torch.dtype) -> "TargetEmbeddingsAndHead":
-        "These tables in `dtype` for a drafter stored in it: `self` when they are already, else a copy made once."
-        if self.embed_weight.dtype == dtype:
-            return self
-        hit = self.__dict__.get("_as_dtype")
-        if hit is None or hit[0] != (dtype, self.embed_weight.data_ptr()):
-            head = None if self.tied else self.head_weight.to(dtype)
-            self.__dict__["_as_dtype"] = (
-                (dtype, self.embed_weight.data_ptr()),
-                type(self)(self.embed_weight.to(dtype), head),
-            )
-        return self.__dict__["_as_dtype"][1]
-
-    def head_rows(self, rows):
-        "The head's rows for these ids, kept from the last call: a drafter's fixed vocabulary is sliced once."
-        key = (self.head_weight.data_ptr(), rows.device)  # a move to another device makes new data
-        hit = self.__dict__.get("_head_rows")
-        if hit is None or hit[0] != key or not torch.equal(hit[1], rows):
-            self.__dict__["_head_rows"] = (key, rows.clone(), self.head_weight[rows])
-        return self.__dict__["_head_rows"][2]
 
     @classmethod
     def from_pretrained(
@@ -308,6 +293,43 @@ class TargetEmbeddingsAndHead(nn.Module):
             .embeddings_and_head()
             .to(device)
         )
+
+# %% ../../nbs/14_targets.ipynb #ae3efe66
+@patch
+def embed(self: TargetEmbeddingsAndHead, ids):
+    return F.embedding(ids, self.embed_weight)
+
+
+@patch
+def logits(self: TargetEmbeddingsAndHead, h, rows=None):
+    "The target's logits; `rows` (token ids) keeps only those columns, for a drafter's smaller vocabulary."
+    w = self.head_weight if rows is None else self.head_rows(rows)
+    return few_rows_linear(h, w.to(h.dtype))
+
+
+@patch
+def as_dtype(self: TargetEmbeddingsAndHead, dtype: torch.dtype) -> "TargetEmbeddingsAndHead":
+    "These tables in `dtype` for a drafter stored in it: `self` when they are already, else a copy made once."
+    if self.embed_weight.dtype == dtype:
+        return self
+    hit = self.__dict__.get("_as_dtype")
+    if hit is None or hit[0] != (dtype, self.embed_weight.data_ptr()):
+        head = None if self.tied else self.head_weight.to(dtype)
+        self.__dict__["_as_dtype"] = (
+            (dtype, self.embed_weight.data_ptr()),
+            type(self)(self.embed_weight.to(dtype), head),
+        )
+    return self.__dict__["_as_dtype"][1]
+
+
+@patch
+def head_rows(self: TargetEmbeddingsAndHead, rows):
+    "The head's rows for these ids, kept from the last call: a drafter's fixed vocabulary is sliced once."
+    key = (self.head_weight.data_ptr(), rows.device)  # a move to another device makes new data
+    hit = self.__dict__.get("_head_rows")
+    if hit is None or hit[0] != key or not torch.equal(hit[1], rows):
+        self.__dict__["_head_rows"] = (key, rows.clone(), self.head_weight[rows])
+    return self.__dict__["_head_rows"][2]
 
 # %% ../../nbs/14_targets.ipynb #e1fc13fb
 def target_shape(c) -> dict:
@@ -412,7 +434,7 @@ def chat_template_from(spec: str) -> str:
         f"({', '.join(CHAT_TEMPLATES)}); omit it to use the tokenizer's own template."
     )
 
-
+# %% ../../nbs/14_targets.ipynb #5dc3d65b
 def tiny_tokenizer(texts=None, vocab_size: int = 320, chat_template: str | None = CHATML_TEMPLATE):
     "A small byte-level BPE with ChatML specials (`<|im_start|>`, `<|im_end|>`) and a chat template."
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -442,7 +464,7 @@ def tiny_tokenizer(texts=None, vocab_size: int = 320, chat_template: str | None 
     out.chat_template = chat_template
     return out
 
-
+# %% ../../nbs/14_targets.ipynb #adedd993
 def tiny_target(
     arch: str = "llama",
     tokenizer=None,

@@ -99,7 +99,7 @@ class DrafterSettings:
     init_head_from_target: bool = False  # EAGLE-3: its head starts as the target's rows, its norm at their scale
     ckpt_dir: str = ""  # fine-tune from this saved drafter
 
-
+# %% ../../nbs/20_draft_train.ipynb #ed7b9c3c
 @dataclass
 class LossSettings:
     "DFlash's anchors per sample and its loss weighting (decayed cross-entropy or D-PACE)."
@@ -299,7 +299,7 @@ def read_draft_config(path, base):
         raise ConfigError(f"{path}: target layer ids {bad} are out of range for this target's {L} layers (0..{L - 1}).")
     return cfg
 
-
+# %% ../../nbs/20_draft_train.ipynb #e3f17574
 class DFlashRecipe:
     "DFlash: random anchors per sample and epoch, one pass over all blocks, decayed or D-PACE weighted CE."
 
@@ -356,7 +356,7 @@ class DFlashRecipe:
             alpha=c.loss.dpace_alpha,
         )
 
-
+# %% ../../nbs/20_draft_train.ipynb #361cd4a0
 class Eagle3Recipe:
     "EAGLE-3: features of 3 target layers plus the last hidden state (for the target's distribution), TTT unrolled."
 
@@ -460,318 +460,358 @@ class DraftTrainer(TrainLoop):
         )
         self._setup(target)
 
-    def _setup(self, target):
-        cfg = self.cfg
-        existing = resume_point(self.out, self.ckpts, self.resume)
-        state = self.ckpts.load(existing) if existing is not None else None
-        if state is not None:
-            hint = "Use the run's own settings (train_config.json), or start a new run."
-            saved = nest_settings(state["config"])  # a checkpoint from before the sections, or with old names
-            check_resume(saved, asdict(cfg), RESUME_MAY_CHANGE, LEGACY_SETTINGS, hint)
-        self.device = resolve_device(cfg.device)
-        if cfg.model.attention_backend == "flex_attention" and self.device.type == "cpu":
-            raise ConfigError(
-                "--attention-backend flex_attention cannot train on a CPU: PyTorch has no flex_attention backward "
-                "there. Use --attention-backend sdpa (or structured, which saves the dense mask's memory)."
-            )
-        self.precision = resolve_precision(cfg.precision, self.device)
-        self.scaler = make_grad_scaler(self.precision)  # fp16 on CUDA needs loss scaling; otherwise a pass-through
-        self.online = not cfg.data.train_hidden_states_path
-        # tokenised data and the draft vocabulary are cached here
-        self.cache_dir = Path(cfg.data.cache_dir) if cfg.data.cache_dir else self.out / "cache"
-        tconf, digest, tok = self._target_tables(target)
-        self._build_model(tconf, digest, tok, fresh=state is None)
-        self.optimizer = self._make_optimizer()
-        self.step = 0
-        if state is not None:
-            self._check_same_run(state, digest)
-        self.restore(state, existing, "drafter")
-
-    def _target_tables(self, target):
-        "Load what the drafter needs of the target: the live model (online) or only its embeddings, head and config."
-        cfg = self.cfg
-        if target is None and (self.online or cfg.model.mask_token_id == "auto"):
-            target = TargetModel.from_pretrained(
-                cfg.target.target_model_path,
-                device=self.device,
-                load_tokenizer=True,
-                trust_remote_code=cfg.target.trust_remote_code,
-            )
-        self.target = target if self.online else None
-        if cfg.data.chat_template and target is not None:  # a file, a name (chatml, qwen, llama3) or a Jinja string
-            target.tokenizer.chat_template = chat_template_from(cfg.data.chat_template)
-        if target is not None:
-            self.tables, tconf, digest, tok = (
-                target.embeddings_and_head(),
-                target.config,
-                target.digest(),
-                target.tokenizer,
-            )
-        else:
-            from transformers import AutoConfig
-            from mdlm_kit.drafts.targets import resolve_target, target_digest
-
-            path, gguf = resolve_target(cfg.target.target_model_path)
-            tconf = AutoConfig.from_pretrained(
-                path, trust_remote_code=cfg.target.trust_remote_code, **({"gguf_file": gguf} if gguf else {})
-            )
-            self.tables = TargetEmbeddingsAndHead.from_pretrained(
-                cfg.target.target_model_path, cfg.target.embedding_key, cfg.target.lm_head_key
-            )
-            digest, tok = target_digest(tconf, self.tables.embed_weight), None
-        self.tables = self.tables.to(self.device)
-        self.target_digest = digest
-        return tconf, digest, tok
-
-    def _build_model(self, tconf, digest: str, tok, fresh: bool):
-        "The recipe and its drafter, initialised from the target's tables, and the training (and eval) data."
-        cfg = self.cfg
-        mask_id = resolve_mask_token_id(cfg.model.mask_token_id, tok, self.tables.vocab_size)
-        seed_everything(cfg.training.seed)
-        self.recipe = RECIPES[self.algorithm](cfg, tconf, mask_id, digest)
-        self.model = self.recipe.model.to(self.device)
-        self.train_set, self.data_id = self._load_data(
-            cfg.data.train_data_path, cfg.data.train_hidden_states_path, tok, digest
+# %% ../../nbs/20_draft_train.ipynb #c5eefd7e
+@patch
+def _setup(self: DraftTrainer, target):
+    cfg = self.cfg
+    existing = resume_point(self.out, self.ckpts, self.resume)
+    state = self.ckpts.load(existing) if existing is not None else None
+    if state is not None:
+        hint = "Use the run's own settings (train_config.json), or start a new run."
+        saved = nest_settings(state["config"])  # a checkpoint from before the sections, or with old names
+        check_resume(saved, asdict(cfg), RESUME_MAY_CHANGE, LEGACY_SETTINGS, hint)
+    self.device = resolve_device(cfg.device)
+    if cfg.model.attention_backend == "flex_attention" and self.device.type == "cpu":
+        raise ConfigError(
+            "--attention-backend flex_attention cannot train on a CPU: PyTorch has no flex_attention backward "
+            "there. Use --attention-backend sdpa (or structured, which saves the dense mask's memory)."
         )
-        self.eval_set = (
-            self._load_data(cfg.data.eval_data_path, cfg.data.eval_hidden_states_path, tok, digest)[0]
-            if (cfg.data.eval_data_path or cfg.data.eval_hidden_states_path)
-            else None
+    self.precision = resolve_precision(cfg.precision, self.device)
+    self.scaler = make_grad_scaler(self.precision)  # fp16 on CUDA needs loss scaling; otherwise a pass-through
+    self.online = not cfg.data.train_hidden_states_path
+    # tokenised data and the draft vocabulary are cached here
+    self.cache_dir = Path(cfg.data.cache_dir) if cfg.data.cache_dir else self.out / "cache"
+    tconf, digest, tok = self._target_tables(target)
+    self._build_model(tconf, digest, tok, fresh=state is None)
+    self.optimizer = self._make_optimizer()
+    self.step = 0
+    if state is not None:
+        self._check_same_run(state, digest)
+    self.restore(state, existing, "drafter")
+
+# %% ../../nbs/20_draft_train.ipynb #58c1edbb
+@patch
+def _target_tables(self: DraftTrainer, target):
+    "Load what the drafter needs of the target: the live model (online) or only its embeddings, head and config."
+    cfg = self.cfg
+    if target is None and (self.online or cfg.model.mask_token_id == "auto"):
+        target = TargetModel.from_pretrained(
+            cfg.target.target_model_path,
+            device=self.device,
+            load_tokenizer=True,
+            trust_remote_code=cfg.target.trust_remote_code,
         )
-        self.recipe.prepare(self.train_set, self.cache_dir, self.data_id)
-        self.recipe.init_from_tables(self.tables)
-        self.n_batches = -(-len(self.train_set) // cfg.training.batch_size)
-        if (
-            cfg.model.feature_scaled_init
-        ):  # the first batch (fixed by the seed) sets the scale of the feature projection
-            self.recipe.init_from_features(self.batch(self.train_set, self.micro_batch(0)[0])[2].cpu())
-        if cfg.model.ckpt_dir and fresh:  # fine-tune from a saved drafter
-            self.model.load_state_dict(type(self.model).from_pretrained(cfg.model.ckpt_dir).state_dict())
-        if not cfg.training.fp32_params and self.precision.dtype == torch.bfloat16:
-            self.model.to(torch.bfloat16)  # saves the fp32 master copy's memory; AdamW then updates bf16 weights
-        micro_total = cfg.training.num_epochs * self.n_batches
-        self.total_steps = cfg.training.max_steps or -(-micro_total // cfg.training.gradient_accumulation_steps)
-        self.schedule_steps = cfg.training.total_steps or self.total_steps
+    self.target = target if self.online else None
+    if cfg.data.chat_template and target is not None:  # a file, a name (chatml, qwen, llama3) or a Jinja string
+        target.tokenizer.chat_template = chat_template_from(cfg.data.chat_template)
+    if target is not None:
+        self.tables, tconf, digest, tok = (
+            target.embeddings_and_head(),
+            target.config,
+            target.digest(),
+            target.tokenizer,
+        )
+    else:
+        from transformers import AutoConfig
+        from mdlm_kit.drafts.targets import resolve_target, target_digest
 
-    def _make_optimizer(self):
-        "The configured optimizer over the drafter's parameters, with the reference trainers' betas and eps."
-        t = self.cfg.training
-        return make_optimizer(
-            self.model,
-            t.learning_rate,
-            t.weight_decay,
-            (0.9, 0.999),
-            1e-8,
-            t.optimizer,
-            self.device,
+        path, gguf = resolve_target(cfg.target.target_model_path)
+        tconf = AutoConfig.from_pretrained(
+            path, trust_remote_code=cfg.target.trust_remote_code, **({"gguf_file": gguf} if gguf else {})
+        )
+        self.tables = TargetEmbeddingsAndHead.from_pretrained(
+            cfg.target.target_model_path, cfg.target.embedding_key, cfg.target.lm_head_key
+        )
+        digest, tok = target_digest(tconf, self.tables.embed_weight), None
+    self.tables = self.tables.to(self.device)
+    self.target_digest = digest
+    return tconf, digest, tok
+
+# %% ../../nbs/20_draft_train.ipynb #40ac1d7d
+@patch
+def _build_model(self: DraftTrainer, tconf, digest: str, tok, fresh: bool):
+    "The recipe and its drafter, initialised from the target's tables, and the training (and eval) data."
+    cfg = self.cfg
+    mask_id = resolve_mask_token_id(cfg.model.mask_token_id, tok, self.tables.vocab_size)
+    seed_everything(cfg.training.seed)
+    self.recipe = RECIPES[self.algorithm](cfg, tconf, mask_id, digest)
+    self.model = self.recipe.model.to(self.device)
+    self.train_set, self.data_id = self._load_data(
+        cfg.data.train_data_path, cfg.data.train_hidden_states_path, tok, digest
+    )
+    self.eval_set = (
+        self._load_data(cfg.data.eval_data_path, cfg.data.eval_hidden_states_path, tok, digest)[0]
+        if (cfg.data.eval_data_path or cfg.data.eval_hidden_states_path)
+        else None
+    )
+    self.recipe.prepare(self.train_set, self.cache_dir, self.data_id)
+    self.recipe.init_from_tables(self.tables)
+    self.n_batches = -(-len(self.train_set) // cfg.training.batch_size)
+    if cfg.model.feature_scaled_init:  # the first batch (fixed by the seed) sets the scale of the feature projection
+        self.recipe.init_from_features(self.batch(self.train_set, self.micro_batch(0)[0])[2].cpu())
+    if cfg.model.ckpt_dir and fresh:  # fine-tune from a saved drafter
+        self.model.load_state_dict(type(self.model).from_pretrained(cfg.model.ckpt_dir).state_dict())
+    if not cfg.training.fp32_params and self.precision.dtype == torch.bfloat16:
+        self.model.to(torch.bfloat16)  # saves the fp32 master copy's memory; AdamW then updates bf16 weights
+    micro_total = cfg.training.num_epochs * self.n_batches
+    self.total_steps = cfg.training.max_steps or -(-micro_total // cfg.training.gradient_accumulation_steps)
+    self.schedule_steps = cfg.training.total_steps or self.total_steps
+
+
+@patch
+def _make_optimizer(self: DraftTrainer):
+    "The configured optimizer over the drafter's parameters, with the reference trainers' betas and eps."
+    t = self.cfg.training
+    return make_optimizer(
+        self.model,
+        t.learning_rate,
+        t.weight_decay,
+        (0.9, 0.999),
+        1e-8,
+        t.optimizer,
+        self.device,
+    )
+
+# %% ../../nbs/20_draft_train.ipynb #43100c56
+@patch
+def _check_same_run(self: DraftTrainer, state: dict, digest: str):
+    "Refuse to resume against another target, or on other data (or features)."
+    if not digests_match(state.get("target_digest"), digest):
+        raise CheckpointError(
+            "cannot resume: this checkpoint was trained against another target (other "
+            f"architecture or weights: digest {state['target_digest']} != {digest}); point "
+            "--target-model-path at the original target."
+        )
+    if state["data_id"] != self.data_id:
+        raise CheckpointError(
+            "cannot resume: the training data (or its features) differ from the checkpoint's; "
+            "resume with the same data or start a new run."
         )
 
-    def _check_same_run(self, state: dict, digest: str):
-        "Refuse to resume against another target, or on other data (or features)."
-        if not digests_match(state.get("target_digest"), digest):
-            raise CheckpointError(
-                "cannot resume: this checkpoint was trained against another target (other "
-                f"architecture or weights: digest {state['target_digest']} != {digest}); point "
-                "--target-model-path at the original target."
-            )
-        if state["data_id"] != self.data_id:
-            raise CheckpointError(
-                "cannot resume: the training data (or its features) differ from the checkpoint's; "
-                "resume with the same data or start a new run."
-            )
 
-    def intervals(self):
-        t = self.cfg.training
-        return t.log_interval, t.eval_interval, t.save_interval
+@patch
+def intervals(self: DraftTrainer):
+    t = self.cfg.training
+    return t.log_interval, t.eval_interval, t.save_interval
 
-    def evaluates(self) -> bool:
-        return self.eval_set is not None
 
-    def describe(self, ev: dict) -> str:
-        return "eval " + _fmt(ev)
+@patch
+def evaluates(self: DraftTrainer) -> bool:
+    return self.eval_set is not None
 
-    def _load_data(self, data_path, features_path, tok, digest):
-        d = self.cfg.data
-        if features_path:
-            ds = HiddenStates(features_path).check(self.recipe.layer_ids, digest)
-            samples = [i for i in range(len(ds)) if int(ds[i]["loss_mask"].sum()) >= self.recipe.min_loss_tokens()]
-            if not samples:
-                raise FeaturesError(f"no sample in {features_path!r} has {self.recipe.min_loss_tokens()} loss tokens.")
-            return _FeatureView(
-                ds, samples
-            ), f"features:{ds.index['data_key']}:{ds.index['n_samples']}:{ds.index['target_digest']}"
-        if tok is None:
-            raise TargetError("online training needs the target's tokenizer.")
-        data = build_chat_dataset(
-            data_path,
-            tok,
-            d.max_length,
-            d.train_only_last_turn,
-            d.is_preformatted,
-            cache_dir=self.cache_dir,
-            min_loss_tokens=self.recipe.min_loss_tokens(),
-            log=self.log,
-        )
-        return data, "chat:" + dataset_key(data_path, tok, d.max_length, d.train_only_last_turn, d.is_preformatted)
 
-    def batch(self, data, indices, pad_id: int = 0):
-        """Right-padded input_ids, loss_mask, target features (computed now when online) and the target's saved top-1
-        (None when the features lack it, or online) for samples `indices`."""
-        items = [data[i] for i in indices]
-        S = max(len(s["input_ids"]) for s in items)
-        # assembled on the CPU, where the samples are, then moved in one copy each
-        ids = torch.full((len(items), S), pad_id, dtype=torch.long, device="cpu")
-        lm = torch.zeros(len(items), S, dtype=torch.long, device="cpu")
-        att = torch.zeros(len(items), S, dtype=torch.long, device="cpu")
+@patch
+def describe(self: DraftTrainer, ev: dict) -> str:
+    return "eval " + _fmt(ev)
+
+
+@patch
+def _load_data(self: DraftTrainer, data_path, features_path, tok, digest):
+    d = self.cfg.data
+    if features_path:
+        ds = HiddenStates(features_path).check(self.recipe.layer_ids, digest)
+        samples = [i for i in range(len(ds)) if int(ds[i]["loss_mask"].sum()) >= self.recipe.min_loss_tokens()]
+        if not samples:
+            raise FeaturesError(f"no sample in {features_path!r} has {self.recipe.min_loss_tokens()} loss tokens.")
+        return _FeatureView(
+            ds, samples
+        ), f"features:{ds.index['data_key']}:{ds.index['n_samples']}:{ds.index['target_digest']}"
+    if tok is None:
+        raise TargetError("online training needs the target's tokenizer.")
+    data = build_chat_dataset(
+        data_path,
+        tok,
+        d.max_length,
+        d.train_only_last_turn,
+        d.is_preformatted,
+        cache_dir=self.cache_dir,
+        min_loss_tokens=self.recipe.min_loss_tokens(),
+        log=self.log,
+    )
+    return data, "chat:" + dataset_key(data_path, tok, d.max_length, d.train_only_last_turn, d.is_preformatted)
+
+# %% ../../nbs/20_draft_train.ipynb #d94f7ee4
+@patch
+def batch(self: DraftTrainer, data, indices, pad_id: int = 0):
+    """Right-padded input_ids, loss_mask, target features (computed now when online) and the target's saved top-1
+    (None when the features lack it, or online) for samples `indices`."""
+    items = [data[i] for i in indices]
+    S = max(len(s["input_ids"]) for s in items)
+    # assembled on the CPU, where the samples are, then moved in one copy each
+    ids = torch.full((len(items), S), pad_id, dtype=torch.long, device="cpu")
+    lm = torch.zeros(len(items), S, dtype=torch.long, device="cpu")
+    att = torch.zeros(len(items), S, dtype=torch.long, device="cpu")
+    for r, s in enumerate(items):
+        n = len(s["input_ids"])
+        ids[r, :n] = s["input_ids"]
+        lm[r, :n] = s["loss_mask"]
+        att[r, :n] = 1
+    ids, lm, att = ids.to(self.device), lm.to(self.device), att.to(self.device)
+    if "hidden_states" in items[0]:
+        hid = torch.zeros(len(items), S, items[0]["hidden_states"].shape[-1], dtype=torch.float32, device="cpu")
         for r, s in enumerate(items):
-            n = len(s["input_ids"])
-            ids[r, :n] = s["input_ids"]
-            lm[r, :n] = s["loss_mask"]
-            att[r, :n] = 1
-        ids, lm, att = ids.to(self.device), lm.to(self.device), att.to(self.device)
-        if "hidden_states" in items[0]:
-            hid = torch.zeros(len(items), S, items[0]["hidden_states"].shape[-1], dtype=torch.float32, device="cpu")
-            for r, s in enumerate(items):
-                hid[r, : len(s["input_ids"])] = s["hidden_states"].float()
-            hid = hid.to(self.device)
-        else:
-            hid = self.target(ids, att, layer_ids=self.recipe.layer_ids, return_logits=False).hidden_states.float()
-        top1 = None
-        if all("target_top1" in s for s in items):
-            top1 = torch.zeros(len(items), S, dtype=torch.long, device="cpu")
-            for r, s in enumerate(items):
-                top1[r, : len(s["input_ids"])] = s["target_top1"]
-            top1 = top1.to(self.device)
-        return ids, lm, hid, top1
+            hid[r, : len(s["input_ids"])] = s["hidden_states"].float()
+        hid = hid.to(self.device)
+    else:
+        hid = self.target(ids, att, layer_ids=self.recipe.layer_ids, return_logits=False).hidden_states.float()
+    top1 = None
+    if all("target_top1" in s for s in items):
+        top1 = torch.zeros(len(items), S, dtype=torch.long, device="cpu")
+        for r, s in enumerate(items):
+            top1[r, : len(s["input_ids"])] = s["target_top1"]
+        top1 = top1.to(self.device)
+    return ids, lm, hid, top1
 
-    def _order(self, epoch: int):
-        g = torch.Generator().manual_seed(self.cfg.training.seed * 1_000_003 + epoch)
-        return torch.randperm(len(self.train_set), generator=g, device="cpu").tolist()
 
-    def micro_batch(self, m: int):
-        "Indices and anchor seeds of micro-batch `m` (counted from the start of training)."
-        epoch, b = divmod(m, self.n_batches)
-        idx = self._order(epoch)[b * self.cfg.training.batch_size : (b + 1) * self.cfg.training.batch_size]
-        return idx, [self.cfg.training.seed * 7_919 + epoch * 1_000_003 + i for i in idx]
+@patch
+def _order(self: DraftTrainer, epoch: int):
+    g = torch.Generator().manual_seed(self.cfg.training.seed * 1_000_003 + epoch)
+    return torch.randperm(len(self.train_set), generator=g, device="cpu").tolist()
 
-    def train_step(self) -> dict:
-        t = self.cfg.training
-        A = t.gradient_accumulation_steps
-        warmup = t.warmup_steps or max(1, int(t.warmup_ratio * self.schedule_steps))
-        lr = self.set_lr(lr_schedule(self.step, t.learning_rate, warmup, self.schedule_steps))
-        self.model.train()
-        agg = {}
 
-        def micro_loss(a):  # the recipe's numerator; the step's loss divides it by the summed denominators
-            idx, seeds = self.micro_batch(self.step * A + a)
-            ids, lm, hid, top1 = self.batch(self.train_set, idx)
-            with autocast(self.precision):
-                out = self.recipe.loss(self.tables, ids, lm, hid, seeds, top1)
-            _collect(agg, out)
-            return out["numerator"], float(out["denominator"])
+@patch
+def micro_batch(self: DraftTrainer, m: int):
+    "Indices and anchor seeds of micro-batch `m` (counted from the start of training)."
+    epoch, b = divmod(m, self.n_batches)
+    idx = self._order(epoch)[b * self.cfg.training.batch_size : (b + 1) * self.cfg.training.batch_size]
+    return idx, [self.cfg.training.seed * 7_919 + epoch * 1_000_003 + i for i in idx]
 
-        num, den = self.accumulate(A, micro_loss)
-        if not math.isfinite(num) or den <= 0:
-            return self.skip_or_stop(f"{num}/{den}", lr, t.skip_nonfinite)
-        gn = self.update(t.max_grad_norm, divide_by=den)  # the loss of the whole step: sum of numerators / sum of den
-        return {"loss": num / den, "lr": lr, "grad_norm": gn, **summarize(agg, self.recipe.name)}
+# %% ../../nbs/20_draft_train.ipynb #ea024ae0
+@patch
+def train_step(self: DraftTrainer) -> dict:
+    t = self.cfg.training
+    A = t.gradient_accumulation_steps
+    warmup = t.warmup_steps or max(1, int(t.warmup_ratio * self.schedule_steps))
+    lr = self.set_lr(lr_schedule(self.step, t.learning_rate, warmup, self.schedule_steps))
+    self.model.train()
+    agg = {}
 
-    @torch.no_grad()
-    def evaluate(self, max_samples: int = 256) -> dict | None:
-        """Per-slot accuracy and loss, simulated acceptance length, on the eval set with fixed anchors (seeded by
-        sample)."""
-        if self.eval_set is None:
-            return None
-        self.model.eval()
-        agg, num, den = {}, 0.0, 0.0
-        n = min(len(self.eval_set), max_samples)
-        for i in range(0, n, self.cfg.training.batch_size):
-            idx = list(range(i, min(i + self.cfg.training.batch_size, n)))
-            ids, lm, hid, top1 = self.batch(self.eval_set, idx)
-            with autocast(self.precision):
-                out = self.recipe.loss(self.tables, ids, lm, hid, [10_007 + j for j in idx], top1)
-            _collect(agg, out)
-            num, den = num + out["numerator"].item(), den + float(out["denominator"])
-        return {"loss": num / max(den, 1e-12), **summarize(agg, self.recipe.name)}
+    def micro_loss(a):  # the recipe's numerator; the step's loss divides it by the summed denominators
+        idx, seeds = self.micro_batch(self.step * A + a)
+        ids, lm, hid, top1 = self.batch(self.train_set, idx)
+        with autocast(self.precision):
+            out = self.recipe.loss(self.tables, ids, lm, hid, seeds, top1)
+        _collect(agg, out)
+        return out["numerator"], float(out["denominator"])
 
-    def train_record(self, recs: list[dict], seconds: float) -> dict:
-        return {"sec": round(seconds, 2), **recs[-1]}
+    num, den = self.accumulate(A, micro_loss)
+    if not math.isfinite(num) or den <= 0:
+        return self.skip_or_stop(f"{num}/{den}", lr, t.skip_nonfinite)
+    gn = self.update(t.max_grad_norm, divide_by=den)  # the loss of the whole step: sum of numerators / sum of den
+    return {"loss": num / den, "lr": lr, "grad_norm": gn, **summarize(agg, self.recipe.name)}
 
-    def checkpoint_extra(self) -> dict:
-        "What a resume checks besides the weights: the settings, the data and the target."
-        return {
-            "config": asdict(self.cfg),
-            "data_id": self.data_id,
-            "algorithm": self.algorithm,
-            "target_digest": self.target_digest,
-        }
 
-    def export(self):
-        self.model.save_pretrained(self.out / "draft")
-
-    def _reporter(self):
-        if self.cfg.report_to == "tensorboard":
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:
-                raise ConfigError("--report-to tensorboard needs `pip install tensorboard`.") from None
-            w = SummaryWriter(str(self.out / "tensorboard"))
-            return lambda k, v, s: w.add_scalar(k, v, s)
-        if self.cfg.report_to == "wandb":
-            try:
-                import wandb
-            except ImportError:
-                raise ConfigError("--report-to wandb needs `pip install wandb`.") from None
-            run = wandb.init(project="mdlm_kit", config=asdict(self.cfg), dir=str(self.out))
-            return lambda k, v, s: run.log({k: v}, step=s)
+@patch
+@torch.no_grad()
+def evaluate(self: DraftTrainer, max_samples: int = 256) -> dict | None:
+    """Per-slot accuracy and loss, simulated acceptance length, on the eval set with fixed anchors (seeded by
+    sample)."""
+    if self.eval_set is None:
         return None
-
-    def announce(self):
-        "Write the settings, open the event log (and a reporter), say what this run will do, evaluate the untrained."
-        c = self.cfg
-        self.events.writer = self._reporter()
-        n_params = sum(p.numel() for p in self.model.parameters())
-        self.open_run(
-            "train_config.json",
-            json.dumps(asdict(c), indent=1),
-            algorithm=self.algorithm,
-            n_params=n_params,
-            total_steps=self.total_steps,
-            n_train=len(self.train_set),
-            online=self.online,
-            config=asdict(c),
-        )
-        self.log(
-            f"{self.algorithm} drafter {n_params / 1e6:.2f} M trainable params | {len(self.train_set)} samples | "
-            f"{self.total_steps} steps | {'online' if self.online else 'offline'} | {self.device}"
-        )
-        if self.step == 0 and self.eval_set is not None:
-            ev = self.evaluate()
-            self.events("eval", step=0, **ev)
-            self.log(f"step 0 (untrained) | eval {_fmt(ev)}")
-
-    def _profile(self, prof, before: bool):
-        "torch.profiler over steps [profile_start_step, + profile_num_steps): started before, written after a step."
-        c = self.cfg
-        if before and c.profile and prof is None and self.step == c.profile_start_step:
-            prof = torch.profiler.profile(record_shapes=c.profile_record_shapes)
-            prof.__enter__()
-        elif not before and prof is not None and self.step >= c.profile_start_step + c.profile_num_steps:
-            prof.__exit__(None, None, None)
-            (self.out / "profile").mkdir(exist_ok=True)
-            prof.export_chrome_trace(str(self.out / "profile" / f"trace_step{c.profile_start_step}.json"))
-            prof = None
-            self.log(f"profiler trace written to {self.out / 'profile'}")
-        return prof
-
-    def one_step(self) -> dict:
-        "A training step, inside the profiler when `--profile` asks for this step."
-        self.prof = self._profile(self.prof, before=True)
-        rec = self.train_step()
-        self.prof = self._profile(self.prof, before=False)
-        return rec
+    self.model.eval()
+    agg, num, den = {}, 0.0, 0.0
+    n = min(len(self.eval_set), max_samples)
+    for i in range(0, n, self.cfg.training.batch_size):
+        idx = list(range(i, min(i + self.cfg.training.batch_size, n)))
+        ids, lm, hid, top1 = self.batch(self.eval_set, idx)
+        with autocast(self.precision):
+            out = self.recipe.loss(self.tables, ids, lm, hid, [10_007 + j for j in idx], top1)
+        _collect(agg, out)
+        num, den = num + out["numerator"].item(), den + float(out["denominator"])
+    return {"loss": num / max(den, 1e-12), **summarize(agg, self.recipe.name)}
 
 
+@patch
+def train_record(self: DraftTrainer, recs: list[dict], seconds: float) -> dict:
+    return {"sec": round(seconds, 2), **recs[-1]}
+
+
+@patch
+def checkpoint_extra(self: DraftTrainer) -> dict:
+    "What a resume checks besides the weights: the settings, the data and the target."
+    return {
+        "config": asdict(self.cfg),
+        "data_id": self.data_id,
+        "algorithm": self.algorithm,
+        "target_digest": self.target_digest,
+    }
+
+# %% ../../nbs/20_draft_train.ipynb #9d188eb5
+@patch
+def export(self: DraftTrainer):
+    self.model.save_pretrained(self.out / "draft")
+
+
+@patch
+def _reporter(self: DraftTrainer):
+    if self.cfg.report_to == "tensorboard":
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:
+            raise ConfigError("--report-to tensorboard needs `pip install tensorboard`.") from None
+        w = SummaryWriter(str(self.out / "tensorboard"))
+        return lambda k, v, s: w.add_scalar(k, v, s)
+    if self.cfg.report_to == "wandb":
+        try:
+            import wandb
+        except ImportError:
+            raise ConfigError("--report-to wandb needs `pip install wandb`.") from None
+        run = wandb.init(project="mdlm_kit", config=asdict(self.cfg), dir=str(self.out))
+        return lambda k, v, s: run.log({k: v}, step=s)
+    return None
+
+
+@patch
+def announce(self: DraftTrainer):
+    "Write the settings, open the event log (and a reporter), say what this run will do, evaluate the untrained."
+    c = self.cfg
+    self.events.writer = self._reporter()
+    n_params = sum(p.numel() for p in self.model.parameters())
+    self.open_run(
+        "train_config.json",
+        json.dumps(asdict(c), indent=1),
+        algorithm=self.algorithm,
+        n_params=n_params,
+        total_steps=self.total_steps,
+        n_train=len(self.train_set),
+        online=self.online,
+        config=asdict(c),
+    )
+    self.log(
+        f"{self.algorithm} drafter {n_params / 1e6:.2f} M trainable params | {len(self.train_set)} samples | "
+        f"{self.total_steps} steps | {'online' if self.online else 'offline'} | {self.device}"
+    )
+    if self.step == 0 and self.eval_set is not None:
+        ev = self.evaluate()
+        self.events("eval", step=0, **ev)
+        self.log(f"step 0 (untrained) | eval {_fmt(ev)}")
+
+# %% ../../nbs/20_draft_train.ipynb #84b03d58
+@patch
+def _profile(self: DraftTrainer, prof, before: bool):
+    "torch.profiler over steps [profile_start_step, + profile_num_steps): started before, written after a step."
+    c = self.cfg
+    if before and c.profile and prof is None and self.step == c.profile_start_step:
+        prof = torch.profiler.profile(record_shapes=c.profile_record_shapes)
+        prof.__enter__()
+    elif not before and prof is not None and self.step >= c.profile_start_step + c.profile_num_steps:
+        prof.__exit__(None, None, None)
+        (self.out / "profile").mkdir(exist_ok=True)
+        prof.export_chrome_trace(str(self.out / "profile" / f"trace_step{c.profile_start_step}.json"))
+        prof = None
+        self.log(f"profiler trace written to {self.out / 'profile'}")
+    return prof
+
+
+@patch
+def one_step(self: DraftTrainer) -> dict:
+    "A training step, inside the profiler when `--profile` asks for this step."
+    self.prof = self._profile(self.prof, before=True)
+    rec = self.train_step()
+    self.prof = self._profile(self.prof, before=False)
+    return rec
+
+# %% ../../nbs/20_draft_train.ipynb #70d319bb
 def _collect(agg: dict, out: dict):
     "Add one micro-batch's metric sums (all but the loss parts) to `agg`."
     for k, v in out.items():
@@ -815,7 +855,7 @@ def summarize(agg: dict, algorithm: str = "dflash") -> dict:
         ),
     }
 
-
+# %% ../../nbs/20_draft_train.ipynb #826afcf3
 def _fmt(ev):
     return (
         f"loss {ev['loss']:.3f} | acc {ev['acc']:.3f} | tau {ev['tau']:.2f} | "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from functools import partial
 import torch
+from fastcore.basics import patch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
@@ -50,7 +51,7 @@ class Attention(nn.Module):
         )
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
-
+# %% ../../nbs/09_model.ipynb #217402fe
 class LocalMix(nn.Module):
     """Adds to each position a learned per-channel mix of its `radius` neighbours on each side (earlier ones only if
     causal)."""
@@ -77,7 +78,7 @@ class LocalMix(nn.Module):
         y = F.conv1d(seq.transpose(1, 2), w, padding=self.radius, groups=x.shape[-1])  # (B, C, m + T)
         return x + y[..., m:].transpose(1, 2)
 
-
+# %% ../../nbs/09_model.ipynb #064a7bda
 class Block(nn.Module):
     "Pre-norm transformer block; with `local_mixing`, attention and MLP inputs first mix in their neighbours."
 
@@ -103,7 +104,7 @@ class Block(nn.Module):
             h = self.mix2(h, causal, neighbours, left((layer, 2), h))
         return x + self.drop(self.mlp(h))
 
-
+# %% ../../nbs/09_model.ipynb #f299f332
 class PrefixCache:
     """A finished prefix, for the tokens that follow it: each layer's attention keys and values and the last inputs of
     its local mixing. A forward with `cache=` reads it and keeps its own tokens' aside; `commit()` appends them (a
@@ -168,58 +169,77 @@ class DiffusionTransformer(nn.Module):
             if name.endswith("attn.proj.weight") or name.endswith("mlp.down_proj.weight"):
                 nn.init.normal_(p, std=cfg.init_std / math.sqrt(2 * cfg.n_layer))
 
-    def _init(self, m):
-        if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, std=self.config.init_std)
+# %% ../../nbs/09_model.ipynb #f74d1b56
+@patch
+def _init(self: DiffusionTransformer, m):
+    if isinstance(m, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(m.weight, std=self.config.init_std)
 
-    def num_params(self) -> int:
-        return sum(p.numel() for p in self.parameters())
 
-    @torch.no_grad()
-    def init_head_bias(self, counts: torch.Tensor):
-        "Start the output bias at the log-frequency of each token (`counts` (V,), add-one smoothed)."
-        if self.head_bias is None:
-            return
-        logp = torch.log((counts.float() + 1) / (counts.sum() + len(counts)))
-        self.head_bias.copy_(logp - logp.mean())
+@patch
+def num_params(self: DiffusionTransformer) -> int:
+    return sum(p.numel() for p in self.parameters())
 
-    def hidden_states(self, input_ids, attn_mask=None, causal=False, positions=None, neighbours=None, cache=None):
-        """Final normalised hidden states (B, T, d_model); `causal` turns the stack into an AR decoder (for baselines).
-        Any other layout (block diffusion's two copies of a sequence) gives each token's `positions` (T,), who attends
-        to whom (`attn_mask`) and the mixing taps (`neighbours`); `cache` is a finished prefix (`PrefixCache`) that
-        these tokens follow."""
-        T, start = input_ids.shape[1], 0 if cache is None else cache.length
-        end = start + T if positions is None else int(positions.max()) + 1
-        if end > self.config.max_seq_len:
-            raise ConfigError(f"sequence of {end} tokens exceeds model.max_seq_len={self.config.max_seq_len}.")
-        if positions is None:
-            cos, sin = self.rope_cos[start : start + T], self.rope_sin[start : start + T]
+
+@patch
+@torch.no_grad()
+def init_head_bias(self: DiffusionTransformer, counts: torch.Tensor):
+    "Start the output bias at the log-frequency of each token (`counts` (V,), add-one smoothed)."
+    if self.head_bias is None:
+        return
+    logp = torch.log((counts.float() + 1) / (counts.sum() + len(counts)))
+    self.head_bias.copy_(logp - logp.mean())
+
+
+@patch
+def hidden_states(
+    self: DiffusionTransformer, input_ids, attn_mask=None, causal=False, positions=None, neighbours=None, cache=None
+):
+    """Final normalised hidden states (B, T, d_model); `causal` turns the stack into an AR decoder (for baselines).
+    Any other layout (block diffusion's two copies of a sequence) gives each token's `positions` (T,), who attends
+    to whom (`attn_mask`) and the mixing taps (`neighbours`); `cache` is a finished prefix (`PrefixCache`) that
+    these tokens follow."""
+    T, start = input_ids.shape[1], 0 if cache is None else cache.length
+    end = start + T if positions is None else int(positions.max()) + 1
+    if end > self.config.max_seq_len:
+        raise ConfigError(f"sequence of {end} tokens exceeds model.max_seq_len={self.config.max_seq_len}.")
+    if positions is None:
+        cos, sin = self.rope_cos[start : start + T], self.rope_sin[start : start + T]
+    else:
+        cos, sin = self.rope_cos[positions], self.rope_sin[positions]
+    if cache is not None:
+        cache.n_new = T
+    x = self.embed(input_ids)
+    if self.embed_mix is not None:
+        x = self.embed_mix(x, causal, neighbours, None if cache is None else cache.left("embed", x))
+    x = self.drop(x)
+    for i, blk in enumerate(self.blocks):
+        if self.config.activation_checkpointing and self.training and torch.is_grad_enabled():
+            x = checkpoint(blk, x, cos, sin, attn_mask, causal, neighbours, use_reentrant=False)
         else:
-            cos, sin = self.rope_cos[positions], self.rope_sin[positions]
-        if cache is not None:
-            cache.n_new = T
-        x = self.embed(input_ids)
-        if self.embed_mix is not None:
-            x = self.embed_mix(x, causal, neighbours, None if cache is None else cache.left("embed", x))
-        x = self.drop(x)
-        for i, blk in enumerate(self.blocks):
-            if self.config.activation_checkpointing and self.training and torch.is_grad_enabled():
-                x = checkpoint(blk, x, cos, sin, attn_mask, causal, neighbours, use_reentrant=False)
-            else:
-                x = blk(x, cos, sin, attn_mask, causal, neighbours, cache, i)
-        return self.norm(x)
+            x = blk(x, cos, sin, attn_mask, causal, neighbours, cache, i)
+    return self.norm(x)
 
-    def forward(
-        self, input_ids, predict_mask=None, attn_mask=None, causal=False, positions=None, neighbours=None, cache=None
-    ):
-        "Logits (B, T, V), or (N, V) at the N positions where `predict_mask` (B, T) is True, row-major."
-        h = self.hidden_states(input_ids, attn_mask, causal, positions, neighbours, cache)
-        if predict_mask is not None:
-            h = h[predict_mask]
-        w = self.embed.weight if self.lm_head is None else self.lm_head.weight
-        logits = F.linear(h, w, self.head_bias)
-        # SUBS: the denoiser never predicts [MASK]
-        return logits.index_fill(-1, torch.tensor([self.config.mask_token_id], device=logits.device), float("-inf"))
+# %% ../../nbs/09_model.ipynb #afee78dd
+@patch
+def forward(
+    self: DiffusionTransformer,
+    input_ids,
+    predict_mask=None,
+    attn_mask=None,
+    causal=False,
+    positions=None,
+    neighbours=None,
+    cache=None,
+):
+    "Logits (B, T, V), or (N, V) at the N positions where `predict_mask` (B, T) is True, row-major."
+    h = self.hidden_states(input_ids, attn_mask, causal, positions, neighbours, cache)
+    if predict_mask is not None:
+        h = h[predict_mask]
+    w = self.embed.weight if self.lm_head is None else self.lm_head.weight
+    logits = F.linear(h, w, self.head_bias)
+    # SUBS: the denoiser never predicts [MASK]
+    return logits.index_fill(-1, torch.tensor([self.config.mask_token_id], device=logits.device), float("-inf"))
 
 # %% ../../nbs/09_model.ipynb #5fb13d53
 def _model_save_pretrained(self, directory, tokenizer=None, dtype=torch.bfloat16, extra_config: dict | None = None):

@@ -105,7 +105,7 @@ def _ancestral_step(model, x, masked, i: int, steps: int, cached, temperature: f
         cached = None if reveal.any() else cached  # no time input: unchanged canvas, unchanged logits
     return x, new, conf, cached
 
-
+# %% ../../nbs/12_sampling.ipynb #baddf9dc
 def _confidence_step(model, x, masked, lo: int, hi: int, k: int, temperature: float, top_k: int, g):
     "LLaDA's step: draw every masked token, keep the k most confident inside positions [lo, hi)."
     dev = x.device
@@ -121,7 +121,7 @@ def _confidence_step(model, x, masked, lo: int, hi: int, k: int, temperature: fl
     cand[masked] = ids
     return torch.where(new, cand, x), new, conf
 
-
+# %% ../../nbs/12_sampling.ipynb #f96552e9
 @torch.no_grad()
 def diffusion_steps(
     model,

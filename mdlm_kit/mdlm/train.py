@@ -189,7 +189,7 @@ class _NoLog(EventLog):
     def trim(self, step: int):
         pass
 
-
+# %% ../../nbs/11_train.ipynb #02bf9290
 class Trainer(TrainLoop):
     "Train an MDLM described by `cfg` in `output_dir`; `resume` continues from the newest checkpoint there."
 
@@ -216,98 +216,107 @@ class Trainer(TrainLoop):
         self.events = EventLog(self.out / "events.jsonl") if writer else _NoLog(self.out / "events.jsonl")
         self._setup()
 
-    # everything that can fail on bad input happens here, before any file of the run is written
-    def _setup(self):
-        cfg, tc = self.cfg, self.cfg.training
-        existing = resume_point(self.out, self.ckpts, self.resume, TrainingError)
-        state = self.ckpts.load(existing) if existing is not None else None
-        self.device = resolve_device(cfg.device)
-        if self.world > 1 and self.device.type == "cuda":  # torchrun: each process its own GPU
-            self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
-        self.precision = resolve_precision(cfg.precision, self.device)
-        configure_backends(self.device)
-        _barrier(self.world)  # every process has checked the run directory before the first one writes to it
-        if self.rank > 0:
-            _barrier(self.world)  # the first process packs the data; the others then read it
-        self._load_data(state)
-        if self.rank == 0:
-            _barrier(self.world)
-        seed_everything(tc.seed)
-        self.model = DiffusionTransformer(cfg.model).to(self.device)
-        if state is None:  # a new run starts the output bias at the training tokens' frequencies
-            self.model.init_head_bias(torch.from_numpy(self.data.token_counts()))
-        # compiled for training steps only; the weights, the state dict and evaluation stay those of the plain module.
-        # dynamic: the number of masked positions, hence the logits' shape, changes every step
-        self.step_model = self.model
-        if self.world > 1:  # gradients averaged over the processes after every backward
-            self.step_model = torch.nn.parallel.DistributedDataParallel(self.step_model)
-        self.step_model = torch.compile(self.step_model, dynamic=True) if tc.compile else self.step_model
-        betas = (tc.beta1, tc.beta2)
-        self.optimizer = make_optimizer(
-            self.model, tc.learning_rate, tc.weight_decay, betas, tc.adam_eps, tc.optimizer, self.device
-        )
-        self.scaler = make_grad_scaler(self.precision)
-        n_train = max(1, int(self.data.meta["n_train_blocks"] * cfg.data.train_fraction))  # the blocks it may see
-        # the global batch: each process trains its own `batch_size` rows of every micro-batch
-        self.sampler = DeterministicBatchSampler(n_train, tc.batch_size * self.world, tc.seed)
-        self.step, self.schedule_note = 0, None
-        self.restore(state, existing, "model/optimizer")
-        if state is not None:
-            self._note_schedule(state)
-        n_val = min(self.data.meta["n_val_blocks"], tc.eval_batches * tc.batch_size)
-        self.val_batches = [
-            self.data.batch("val", range(i, min(i + tc.batch_size, n_val))) for i in range(0, n_val, tc.batch_size)
-        ]
+# %% ../../nbs/11_train.ipynb #830bcb54
+# everything that can fail on bad input happens here, before any file of the run is written
+@patch
+def _setup(self: Trainer):
+    cfg, tc = self.cfg, self.cfg.training
+    existing = resume_point(self.out, self.ckpts, self.resume, TrainingError)
+    state = self.ckpts.load(existing) if existing is not None else None
+    self.device = resolve_device(cfg.device)
+    if self.world > 1 and self.device.type == "cuda":  # torchrun: each process its own GPU
+        self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+    self.precision = resolve_precision(cfg.precision, self.device)
+    configure_backends(self.device)
+    _barrier(self.world)  # every process has checked the run directory before the first one writes to it
+    if self.rank > 0:
+        _barrier(self.world)  # the first process packs the data; the others then read it
+    self._load_data(state)
+    if self.rank == 0:
+        _barrier(self.world)
+    seed_everything(tc.seed)
+    self.model = DiffusionTransformer(cfg.model).to(self.device)
+    if state is None:  # a new run starts the output bias at the training tokens' frequencies
+        self.model.init_head_bias(torch.from_numpy(self.data.token_counts()))
+    # compiled for training steps only; the weights, the state dict and evaluation stay those of the plain module.
+    # dynamic: the number of masked positions, hence the logits' shape, changes every step
+    self.step_model = self.model
+    if self.world > 1:  # gradients averaged over the processes after every backward
+        self.step_model = torch.nn.parallel.DistributedDataParallel(self.step_model)
+    self.step_model = torch.compile(self.step_model, dynamic=True) if tc.compile else self.step_model
+    betas = (tc.beta1, tc.beta2)
+    self.optimizer = make_optimizer(
+        self.model, tc.learning_rate, tc.weight_decay, betas, tc.adam_eps, tc.optimizer, self.device
+    )
+    self.scaler = make_grad_scaler(self.precision)
+    n_train = max(1, int(self.data.meta["n_train_blocks"] * cfg.data.train_fraction))  # the blocks it may see
+    # the global batch: each process trains its own `batch_size` rows of every micro-batch
+    self.sampler = DeterministicBatchSampler(n_train, tc.batch_size * self.world, tc.seed)
+    self.step, self.schedule_note = 0, None
+    self.restore(state, existing, "model/optimizer")
+    if state is not None:
+        self._note_schedule(state)
+    n_val = min(self.data.meta["n_val_blocks"], tc.eval_batches * tc.batch_size)
+    self.val_batches = [
+        self.data.batch("val", range(i, min(i + tc.batch_size, n_val))) for i in range(0, n_val, tc.batch_size)
+    ]
 
-    @property
-    def total_steps(self) -> int:
-        return self.cfg.training.max_steps
 
-    def intervals(self):
-        tc = self.cfg.training
-        return tc.log_interval, tc.eval_interval, tc.save_interval
+@patch(as_prop=True)
+def total_steps(self: Trainer) -> int:
+    return self.cfg.training.max_steps
 
-    def _load_data(self, state):
-        "Pack the data (once), fill the model's vocabulary and mask id from it, and refuse a resume on other data."
-        cfg = self.cfg
-        data_dir = Path(cfg.data.data_dir) if cfg.data.data_dir else self.out / "data"
-        if state is not None and not (data_dir / "meta.json").is_file():
-            raise DataError(f"the run's data directory {str(data_dir)!r} is missing; restore it or set data.data_dir.")
-        prepare_data(cfg.data, data_dir, min_train_blocks=1, log=self.log)
-        self.data = PackedData(data_dir)
-        self.data.check_compatible(
-            vocab_size=None if cfg.model.vocab_size == -1 else cfg.model.vocab_size,
-            mask_token_id=None if cfg.model.mask_token_id == -1 else cfg.model.mask_token_id,
-        )
-        if cfg.model.vocab_size == -1:
-            cfg.model.vocab_size = self.data.vocab_size
-        if cfg.model.mask_token_id == -1:
-            cfg.model.mask_token_id = self.data.tokenizer.mask_token_id
-        if state is not None:
-            hint = "Use the run's own config.toml, or start a new run in another directory."
-            saved = upgrade_config(state["config"])  # a checkpoint from before a key was renamed
-            check_resume(saved, to_dict(cfg), RESUME_MAY_CHANGE, LEGACY_DEFAULTS, hint)
-            if (
-                state["tokenizer_sha256"] != self.data.meta["tokenizer_sha256"]
-                or state["corpus_sha256"] != self.data.meta["corpus_sha256"]
-            ):
-                raise DataError(
-                    "cannot resume: the data or tokenizer differ from those the checkpoint was trained on "
-                    f"(checkpoint tokenizer {state['tokenizer_sha256'][:12]}…, "
-                    f"data {self.data.meta['tokenizer_sha256'][:12]}…)."
-                )
 
-    def _note_schedule(self, state: dict):
-        "Say so when a resume changes `max_steps`: allowed, but it bends the cosine from the resumed step on."
-        tc = self.cfg.training
-        old_max = state["config"]["training"]["max_steps"]
-        if old_max != tc.max_steps and 0 <= tc.min_lr < tc.learning_rate:
-            self.schedule_note = (
-                f"training.max_steps changed from {old_max} to {tc.max_steps}: the cosine decay "
-                f"now runs to step {tc.max_steps}, so steps from {self.step} on use other rates "
-                "than the original run's"
+@patch
+def intervals(self: Trainer):
+    tc = self.cfg.training
+    return tc.log_interval, tc.eval_interval, tc.save_interval
+
+# %% ../../nbs/11_train.ipynb #7a9a1f91
+@patch
+def _load_data(self: Trainer, state):
+    "Pack the data (once), fill the model's vocabulary and mask id from it, and refuse a resume on other data."
+    cfg = self.cfg
+    data_dir = Path(cfg.data.data_dir) if cfg.data.data_dir else self.out / "data"
+    if state is not None and not (data_dir / "meta.json").is_file():
+        raise DataError(f"the run's data directory {str(data_dir)!r} is missing; restore it or set data.data_dir.")
+    prepare_data(cfg.data, data_dir, min_train_blocks=1, log=self.log)
+    self.data = PackedData(data_dir)
+    self.data.check_compatible(
+        vocab_size=None if cfg.model.vocab_size == -1 else cfg.model.vocab_size,
+        mask_token_id=None if cfg.model.mask_token_id == -1 else cfg.model.mask_token_id,
+    )
+    if cfg.model.vocab_size == -1:
+        cfg.model.vocab_size = self.data.vocab_size
+    if cfg.model.mask_token_id == -1:
+        cfg.model.mask_token_id = self.data.tokenizer.mask_token_id
+    if state is not None:
+        hint = "Use the run's own config.toml, or start a new run in another directory."
+        saved = upgrade_config(state["config"])  # a checkpoint from before a key was renamed
+        check_resume(saved, to_dict(cfg), RESUME_MAY_CHANGE, LEGACY_DEFAULTS, hint)
+        if (
+            state["tokenizer_sha256"] != self.data.meta["tokenizer_sha256"]
+            or state["corpus_sha256"] != self.data.meta["corpus_sha256"]
+        ):
+            raise DataError(
+                "cannot resume: the data or tokenizer differ from those the checkpoint was trained on "
+                f"(checkpoint tokenizer {state['tokenizer_sha256'][:12]}…, "
+                f"data {self.data.meta['tokenizer_sha256'][:12]}…)."
             )
-            self.log(self.schedule_note)
+
+
+@patch
+def _note_schedule(self: Trainer, state: dict):
+    "Say so when a resume changes `max_steps`: allowed, but it bends the cosine from the resumed step on."
+    tc = self.cfg.training
+    old_max = state["config"]["training"]["max_steps"]
+    if old_max != tc.max_steps and 0 <= tc.min_lr < tc.learning_rate:
+        self.schedule_note = (
+            f"training.max_steps changed from {old_max} to {tc.max_steps}: the cosine decay "
+            f"now runs to step {tc.max_steps}, so steps from {self.step} on use other rates "
+            "than the original run's"
+        )
+        self.log(self.schedule_note)
 
 # %% ../../nbs/11_train.ipynb #55a583d5
 @patch
@@ -394,7 +403,7 @@ def save(self: Trainer):
 def describe(self: Trainer, ev: dict) -> str:
     return describe_validation(ev)
 
-
+# %% ../../nbs/11_train.ipynb #48b999a1
 @patch
 def train_record(self: Trainer, recs: list[dict], seconds: float) -> dict:
     "The fields of a `train` event for the steps `recs` since the last one."
@@ -436,7 +445,7 @@ def export(self: Trainer):
         extra |= objective_hooks(self.cfg.training.objective).extra(self.cfg)
     self.model.save_pretrained(self.out / "inference", tokenizer=self.data.tokenizer, extra_config=extra)
 
-
+# %% ../../nbs/11_train.ipynb #49cbfda5
 @patch
 def announce(self: Trainer):
     "Write config.toml, log the start (or resume) with the device and the model's size, and say it in one line."

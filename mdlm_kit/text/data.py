@@ -10,6 +10,7 @@ import ast, hashlib, json, re, sysconfig
 from pathlib import Path
 import numpy as np
 import torch
+from fastcore.basics import patch
 from ..core.checkpoint import atomic_write, atomic_write_text
 from ..core.config import DataConfig
 from ..core.device import KitError
@@ -181,7 +182,7 @@ def _data_spec(cfg: DataConfig) -> dict:
         "val_fraction": cfg.val_fraction,
     }
 
-
+# %% ../../nbs/06_data.ipynb #0bf0521c
 def _reusable(meta_path: Path, cfg: DataConfig) -> bool:
     "True if `meta_path` describes data built with these settings; an error if it holds data built with others."
     if not meta_path.is_file():
@@ -206,7 +207,7 @@ def _tokenizer_for(cfg: DataConfig, docs: list[str], n_chars: int, log):
     log(f"training a byte-level BPE tokenizer (vocab {cfg.tokenizer_vocab_size}) on {n_chars / 1e6:.2f} M characters")
     return train_tokenizer(docs, cfg.tokenizer_vocab_size)
 
-
+# %% ../../nbs/06_data.ipynb #ef4d8768
 def prepare_data(cfg: DataConfig, data_dir: str | Path, min_train_blocks: int = 1, log=print) -> Path:
     "Build (or reuse) the tokenizer and packed train/val blocks for `cfg` in `data_dir`."
     data_dir = Path(data_dir)
@@ -256,7 +257,7 @@ def prepare_data(cfg: DataConfig, data_dir: str | Path, min_train_blocks: int = 
     log(f"packed {len(ids):,} tokens into {n_train} train + {n_val} val blocks of {B} in {data_dir}")
     return data_dir
 
-
+# %% ../../nbs/06_data.ipynb #52f141ab
 def _hf_tokenizer(name: str):
     from transformers import AutoTokenizer
 
@@ -292,77 +293,97 @@ class PackedData:
         self.train, self.val = mm("train.bin", self.meta["n_train_blocks"]), mm("val.bin", self.meta["n_val_blocks"])
         self._tok = None
 
-    @property
-    def block_size(self) -> int:
-        return self.meta["block_size"]
+# %% ../../nbs/06_data.ipynb #1c4c698a
+@patch(as_prop=True)
+def block_size(self: PackedData) -> int:
+    return self.meta["block_size"]
 
-    @property
-    def vocab_size(self) -> int:
-        return self.meta["vocab_size"]
 
-    @property
-    def tokenizer(self):
-        if self._tok is None:
-            self._tok = load_tokenizer(self.dir / "tokenizer")
-            if tokenizer_sha256(self._tok) != self.meta["tokenizer_sha256"]:
-                raise DataError(
-                    f"the tokenizer in {str(self.dir / 'tokenizer')!r} is not the one the data was packed with "
-                    "(sha256 differs); rebuild the data with `mdlm-kit prepare`."
-                )
-        return self._tok
+@patch(as_prop=True)
+def vocab_size(self: PackedData) -> int:
+    return self.meta["vocab_size"]
 
-    def check_compatible(
-        self, tokenizer_sha256: str | None = None, vocab_size: int | None = None, mask_token_id: int | None = None
-    ):
-        "Refuse data made with another tokenizer, vocabulary or mask id."
-        m = self.meta
-        if tokenizer_sha256 is not None and tokenizer_sha256 != m["tokenizer_sha256"]:
+
+@patch(as_prop=True)
+def tokenizer(self: PackedData):
+    if self._tok is None:
+        self._tok = load_tokenizer(self.dir / "tokenizer")
+        if tokenizer_sha256(self._tok) != self.meta["tokenizer_sha256"]:
             raise DataError(
-                f"data in {str(self.dir)!r} was tokenized with tokenizer {m['tokenizer_sha256'][:12]}…, not the "
-                f"run's {tokenizer_sha256[:12]}…; re-prepare the data with the run's tokenizer or start a new run."
+                f"the tokenizer in {str(self.dir / 'tokenizer')!r} is not the one the data was packed with "
+                "(sha256 differs); rebuild the data with `mdlm-kit prepare`."
             )
-        if vocab_size is not None and vocab_size != m["vocab_size"]:
-            raise DataError(
-                f"data vocab size {m['vocab_size']} != model vocab size {vocab_size}; set model.vocab_size = -1 "
-                "to take it from the tokenizer, or re-prepare the data."
-            )
-        if mask_token_id is not None and mask_token_id != m["mask_token_id"]:
-            raise DataError(
-                f"config model.mask_token_id={mask_token_id} but the tokenizer's mask token id is "
-                f"{m['mask_token_id']}; set model.mask_token_id = -1 to take it from the tokenizer."
-            )
+    return self._tok
 
-    def split(self, name: str) -> np.memmap:
-        "The blocks of split `name` ('train' or 'val'), (n_blocks, block_size)."
-        return self.train if name == "train" else self.val
 
-    def token_counts(self, split: str = "train") -> np.ndarray:
-        "How often each token id occurs in `split` (vocab_size,)."
-        arr = self.split(split)
-        return np.bincount(np.asarray(arr).ravel(), minlength=self.vocab_size).astype(np.int64)
+@patch
+def check_compatible(
+    self: PackedData,
+    tokenizer_sha256: str | None = None,
+    vocab_size: int | None = None,
+    mask_token_id: int | None = None,
+):
+    "Refuse data made with another tokenizer, vocabulary or mask id."
+    m = self.meta
+    if tokenizer_sha256 is not None and tokenizer_sha256 != m["tokenizer_sha256"]:
+        raise DataError(
+            f"data in {str(self.dir)!r} was tokenized with tokenizer {m['tokenizer_sha256'][:12]}…, not the "
+            f"run's {tokenizer_sha256[:12]}…; re-prepare the data with the run's tokenizer or start a new run."
+        )
+    if vocab_size is not None and vocab_size != m["vocab_size"]:
+        raise DataError(
+            f"data vocab size {m['vocab_size']} != model vocab size {vocab_size}; set model.vocab_size = -1 "
+            "to take it from the tokenizer, or re-prepare the data."
+        )
+    if mask_token_id is not None and mask_token_id != m["mask_token_id"]:
+        raise DataError(
+            f"config model.mask_token_id={mask_token_id} but the tokenizer's mask token id is "
+            f"{m['mask_token_id']}; set model.mask_token_id = -1 to take it from the tokenizer."
+        )
 
-    def unigram_entropy(self, split: str = "val") -> float:
-        "Entropy (nats/token) of `split`'s own token frequencies: what a model that ignores context scores at best."
-        c = self.token_counts(split)
-        p = c[c > 0] / c.sum()
-        return float(-(p * np.log(p)).sum())
 
-    def words(self, split: str = "train") -> set[str]:
-        "The distinct alphabetic words (3+ letters, lower-cased) in the text of `split`."
-        arr = self.split(split)
-        return set(WORD.findall(self.tokenizer.decode(np.asarray(arr).ravel().tolist()).lower()))
+@patch
+def split(self: PackedData, name: str) -> np.memmap:
+    "The blocks of split `name` ('train' or 'val'), (n_blocks, block_size)."
+    return self.train if name == "train" else self.val
 
-    def n_chars(self, split: str = "val") -> int:
-        "Characters of text that `split`'s blocks decode to (document breaks count as one)."
-        arr = self.split(split)
-        tok = self.tokenizer
-        ids = np.asarray(arr).ravel().tolist()
-        return len(tok.decode(ids, skip_special_tokens=True)) + ids.count(tok.eos_token_id)
 
-    def batch(self, split: str, indices) -> torch.Tensor:
-        "Blocks `indices` of `split` as an int64 tensor of shape (len(indices), block_size)."
-        arr = self.split(split)
-        return torch.from_numpy(np.asarray(arr[np.asarray(indices)], dtype=np.int64))
+@patch
+def token_counts(self: PackedData, split: str = "train") -> np.ndarray:
+    "How often each token id occurs in `split` (vocab_size,)."
+    arr = self.split(split)
+    return np.bincount(np.asarray(arr).ravel(), minlength=self.vocab_size).astype(np.int64)
+
+# %% ../../nbs/06_data.ipynb #b1a46021
+@patch
+def unigram_entropy(self: PackedData, split: str = "val") -> float:
+    "Entropy (nats/token) of `split`'s own token frequencies: what a model that ignores context scores at best."
+    c = self.token_counts(split)
+    p = c[c > 0] / c.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+@patch
+def words(self: PackedData, split: str = "train") -> set[str]:
+    "The distinct alphabetic words (3+ letters, lower-cased) in the text of `split`."
+    arr = self.split(split)
+    return set(WORD.findall(self.tokenizer.decode(np.asarray(arr).ravel().tolist()).lower()))
+
+
+@patch
+def n_chars(self: PackedData, split: str = "val") -> int:
+    "Characters of text that `split`'s blocks decode to (document breaks count as one)."
+    arr = self.split(split)
+    tok = self.tokenizer
+    ids = np.asarray(arr).ravel().tolist()
+    return len(tok.decode(ids, skip_special_tokens=True)) + ids.count(tok.eos_token_id)
+
+
+@patch
+def batch(self: PackedData, split: str, indices) -> torch.Tensor:
+    "Blocks `indices` of `split` as an int64 tensor of shape (len(indices), block_size)."
+    arr = self.split(split)
+    return torch.from_numpy(np.asarray(arr[np.asarray(indices)], dtype=np.int64))
 
 # %% ../../nbs/06_data.ipynb #4446a06c
 class DeterministicBatchSampler:

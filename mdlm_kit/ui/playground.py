@@ -228,7 +228,7 @@ def _check_spec_request(draft, prompt, max_new_tokens, num_draft_tokens, tempera
     seed = check_range("seed", seed, 0, 2**31 - 1)
     return prompt, max_new, k, temperature, seed
 
-
+# %% ../../nbs/24_playground.ipynb #2c0c7507
 def _decode_in_thread(run):
     """Start `run(on_cycle=...)` on a daemon thread; returns (queue, stop event, thread). The queue receives
     ("cycle", a copy of the result so far, seconds), then ("done", result, seconds) or ("error", exception, 0)."""
@@ -256,7 +256,7 @@ def _decode_in_thread(run):
     worker.start()
     return q, stop, worker
 
-
+# %% ../../nbs/24_playground.ipynb #17797b69
 def speculative_frames(
     target,
     draft,
@@ -345,7 +345,7 @@ def context_length(checkpoint, default: int) -> int:
     except (OSError, ValueError, KeyError, TypeError):
         return default
 
-
+# %% ../../nbs/24_playground.ipynb #c95f426e
 def advice(prompt: str, temperature: float) -> str:
     "A note for settings that cannot give useful text, else ''."
     if not prompt.strip() and float(temperature) == 0:
@@ -367,7 +367,7 @@ def steps_figure(counts: list[int]):
     ax.set_ylabel("tokens revealed")
     return fig
 
-
+# %% ../../nbs/24_playground.ipynb #cd5d4eb8
 def _denoise_handler(pg: Playground, gr):
     "The diffusion tab's Run: streams each step's canvas, then the final text, the steps plot and the replay range."
     L = pg.limits
@@ -408,7 +408,7 @@ def _replay(i, history):
     i = max(0, min(int(i), len(history) - 1))
     return history[i], f"step {i} of {len(history) - 1}"
 
-
+# %% ../../nbs/24_playground.ipynb #6d40fc10
 def _speculate_handler(pg: Playground, gr):
     "The speculative tab's Run: streams the output cycle by cycle with a status line and the run's statistics."
     L = pg.limits
@@ -432,7 +432,7 @@ def _speculate_handler(pg: Playground, gr):
 
     return run_speculative
 
-
+# %% ../../nbs/24_playground.ipynb #565ccead
 def _diffusion_tab(pg: Playground, gr):
     "Settings on the left; the canvas as it denoises, the status, a replay slider, the text and a plot on the right."
     L = pg.limits
@@ -473,7 +473,7 @@ def _diffusion_tab(pg: Playground, gr):
         )
         scrub.input(_replay, [scrub, history], [canvas, status], api_visibility="private")
 
-
+# %% ../../nbs/24_playground.ipynb #d5c729c6
 def _speculative_tab(pg: Playground, gr):
     "The prompt, the decoding settings, and the output coloured by cycle (accepted drafts vs the target's own token)."
     L = pg.limits
@@ -517,7 +517,7 @@ def build_app(pg: Playground):
         _speculative_tab(pg, gr)
     return demo.queue(default_concurrency_limit=1, max_size=pg.limits.max_queue)
 
-
+# %% ../../nbs/24_playground.ipynb #e39ddc91
 def launch(pg: Playground, host: str = "127.0.0.1", port: int = 7860, block: bool = True):
     "Build and serve the app; returns (demo, local_url)."
     if host not in ("127.0.0.1", "localhost", "::1"):
