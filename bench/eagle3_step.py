@@ -24,8 +24,9 @@ def trainer(features: str, target: str, out: str, aux: str = "1,14,26") -> Draft
         target=target, feats=features, eagle3_aux=aux, eagle3_steps=800, eagle3_eval=100
     ).split()
     args = make_parser().parse_args(flags + ["--output-dir", out, "--device", "cpu", "--precision", "fp32"])
-    args.eval_hidden_states_path = ""  # steps are timed on training batches alone
-    return DraftTrainer(config_from_args(args), out, "eagle3", progress=False, log=lambda *a: None)
+    cfg = config_from_args(args, "eagle3")
+    cfg.data.eval_hidden_states_path = ""  # steps are timed on training batches alone
+    return DraftTrainer(cfg, out, "eagle3", progress=False, log=lambda *a: None)
 
 
 def one_step(tr: DraftTrainer, batch, saved_top1: bool):

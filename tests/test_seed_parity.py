@@ -3,6 +3,7 @@
 import json
 import pytest
 import torch
+from mdlm_kit.cli.drafts import config_from_args
 from mdlm_kit.cli.main import main, make_parser
 from mdlm_kit.drafts.train import DraftTrainConfig, DraftTrainer
 from mdlm_kit.drafts.eagle3 import default_aux_layer_ids
@@ -116,13 +117,10 @@ def test_seed_flag_spellings_and_template_names(setup, tmp_path, capsys):
                 "adamw_8bit",
             ]
         )
-        assert (a.gradient_accumulation_steps, a.draft_config_path, a.trust_remote_code, a.cache_dir) == (
-            3,
-            "c.json",
-            True,
-            "cache",
-        )
-        assert a.optimizer == "adamw_8bit"  # the kit's earlier spelling of --optimizer
+        c = config_from_args(a, algo)  # the spellings reach the settings
+        assert (c.training.gradient_accumulation_steps, c.model.draft_config_path) == (3, "c.json")
+        assert (c.target.trust_remote_code, c.data.cache_dir) == (True, "cache")
+        assert c.training.optimizer == "adamw_8bit"  # the kit's earlier spelling of --optimizer
     old = tgt.tokenizer.chat_template
     try:
         _trainer(setup, tmp_path, "eagle3", chat_template="llama3", cache_dir=str(tmp_path / "cache"))

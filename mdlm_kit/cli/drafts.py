@@ -6,84 +6,16 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/draft_cli.html.md"""
 
 # %% ../../nbs/25_draft_cli.ipynb #7684a36d
 from __future__ import annotations
-import argparse, json
+import json
 from pathlib import Path
 from ..drafts.train import DraftTrainConfig, DraftTrainer
 from ..drafts.dflash import build_target_layer_ids
-from ..core.config import ConfigError
+from ..core.config import ConfigError, add_config_flags, apply_settings, settings_from_flags
 from ..core.device import DRAFT_PRECISIONS, launched_world_size
 
 # %% auto #0
-__all__ = ['DFLASH_ONLY', 'EAGLE3_ONLY', 'EAGLE3_DEFAULTS', 'add_config_flags', 'config_from_args', 'one_device_only',
-           'cmd_train_draft', 'cmd_make_chat_data', 'cmd_hidden_states', 'cmd_speculate', 'add_draft_commands']
-
-# %% ../../nbs/25_draft_cli.ipynb #357a1d7b
-_HELP = {
-    "target_model_path": "target: 'smollm2' (the embedded default), a .gguf file, a model directory or a hub id",
-    "target_model_backend": "how the target runs: hf (transformers); sglang is refused with a message",
-    "trust_remote_code": "let transformers run the target repository's own model and tokenizer code",
-    "cache_dir": "where tokenised chat data and the draft vocabulary are cached (default: OUTPUT_DIR/cache)",
-    "train_data_path": "chat JSONL for online training (the target runs on every batch)",
-    "eval_data_path": "held-out chat JSONL for per-slot accuracy",
-    "train_hidden_states_path": "features from `mdlm-kit hidden-states` (offline training, no target in memory)",
-    "eval_hidden_states_path": "held-out features from `mdlm-kit hidden-states`",
-    "chat_template": "replaces the tokenizer's template: a name (chatml, qwen, llama3), a Jinja file or a Jinja string",
-    "is_preformatted": "rows are {'text'} already rendered with the chat template",
-    "train_only_last_turn": "supervise only the last assistant turn",
-    "max_length": "truncate samples to this many tokens",
-    "embedding_key": "name of the target's input embedding tensor (offline)",
-    "lm_head_key": "name of the target's LM head tensor (offline; tied heads need none)",
-    "draft_config_path": "a draft config.json (the kit's or SpecForge's layout) whose fields override those derived "
-    "from the target",
-    "block_size": "DFlash block size B (one anchor + B-1 drafted tokens)",
-    "num_draft_layers": "draft decoder layers (1 on CPU; 5 in the paper)",
-    "num_feature_layers": "how many target layers feed the drafter (K; the paper uses 5)",
-    "target_layer_ids": "explicit comma-separated target layer ids (default: the spread rule)",
-    "mask_token_id": "'auto' (tokenizer mask, unused row, or a drafter-owned row) or an id",
-    "attention_backend": "eager, sdpa (CPU/MPS/CUDA), structured (no block-to-block mask: less memory at many anchors) "
-    "or flex_attention (CUDA)",
-    "num_anchors": "blocks per sequence, resampled every epoch",
-    "loss_type": "dflash (decayed CE), dpace, dpace-cumulative-confidence-only, dpace-continuation-value-only",
-    "loss_decay_gamma": "gamma of w_k = exp(-(k-1)/gamma); 0 for uniform (7/5/4 for B = 16/10/8)",
-    "dpace_alpha": "D-PACE confidence smoothing alpha in [0, 1]",
-    "ttt_length": "EAGLE-3 training-time-test steps T",
-    "draft_vocab_size": "EAGLE-3 draft vocabulary: the most frequent supervised target tokens",
-    "eagle_aux_hidden_state_layer_ids": "EAGLE-3 feature layers (default: outputs of layers 1, L//2-1, L-4)",
-    "total_steps": "schedule horizon in optimizer steps (0: the run's length)",
-    "optimizer": "adamw, or adamw_8bit (bitsandbytes, CUDA)",
-    "fp32_params": "keep fp32 master weights under bf16 autocast (--no-fp32-params casts the drafter to bf16)",
-    "ckpt_dir": "start from this saved drafter directory (fine-tuning)",
-    "init_head_from_target": "EAGLE-3: start the draft head from the target's LM head rows and (with the "
-    "feature-scaled init) its final norm from the scale of the target's last features",
-    "feature_scaled_init": "initialise the feature projection per input dimension from the first batch's scale "
-    "(--no-feature-scaled-init: plain N(0, 0.02))",
-    "profile": "write a torch profiler trace to OUTPUT_DIR/profile",
-    "profile_start_step": "first profiled step",
-    "profile_num_steps": "profiled steps",
-    "profile_record_shapes": "record tensor shapes in the trace",
-    "num_epochs": "passes over the training data",
-    "max_steps": "optimizer steps (0: from the epochs)",
-    "batch_size": "sequences per micro-batch",
-    "learning_rate": "peak AdamW learning rate",
-    "warmup_ratio": "fraction of steps for the linear warm-up",
-    "warmup_steps": "warm-up steps; > 0 replaces --warmup-ratio",
-    "max_grad_norm": "gradient clipping norm",
-    "skip_nonfinite": "skip an optimizer step whose loss is NaN/inf (default: stop, keeping the last good checkpoint)",
-    "gradient_accumulation_steps": "micro-batches per optimizer step",
-    "weight_decay": "AdamW weight decay",
-    "seed": "seed for data order, anchors and init",
-    "log_interval": "steps between train events",
-    "eval_interval": "steps between evaluations",
-    "save_interval": "steps between checkpoints",
-    "keep_last": "training checkpoints kept",
-    "report_to": "none, tensorboard or wandb (events.jsonl is always written)",
-    "device": "auto (CUDA > MPS > CPU), cpu, cuda or mps",
-    "precision": "auto, fp32, bf16 or fp16",
-}
-
-
-def _bool(s):
-    return str(s).lower() in ("1", "true", "yes", "on")
+__all__ = ['DFLASH_ONLY', 'EAGLE3_ONLY', 'EAGLE3_DEFAULTS', 'config_from_args', 'one_device_only', 'cmd_train_draft',
+           'cmd_make_chat_data', 'cmd_hidden_states', 'cmd_speculate', 'add_draft_commands']
 
 # %% ../../nbs/25_draft_cli.ipynb #f90e3646
 DFLASH_ONLY = (
@@ -103,28 +35,10 @@ EAGLE3_ONLY = ("ttt_length", "draft_vocab_size", "eagle_aux_hidden_state_layer_i
 EAGLE3_DEFAULTS = {"learning_rate": 1e-4, "warmup_ratio": 0.015, "max_grad_norm": 0.5}
 
 
-def add_config_flags(p: argparse.ArgumentParser, skip=(), defaults: dict | None = None, aliases: dict | None = None):
-    "One flag per drafter setting (`DraftTrainConfig.flat`), with its default; `aliases` maps a setting to more flags."
-    for name, base in DraftTrainConfig().flat().items():
-        if name in skip:
-            continue
-        flag, default = "--" + name.replace("_", "-"), (defaults or {}).get(name, base)
-        names = [flag] + list((aliases or {}).get(name, ()))
-        help = f"{_HELP.get(name, '')} (default: {default!r})"
-        if isinstance(default, bool) and default:
-            p.add_argument("--no-" + name.replace("_", "-"), dest=name, action="store_false", help=help)
-        elif isinstance(default, bool):
-            p.add_argument(*names, dest=name, action="store_true", help=help)
-        elif isinstance(default, list):
-            p.add_argument(*names, dest=name, type=lambda s: [int(x) for x in s.split(",") if x], default=[], help=help)
-        else:
-            p.add_argument(*names, dest=name, type=type(default), default=default, help=help)
-
-
-def config_from_args(args) -> DraftTrainConfig:
-    "The nested settings from the parsed flags (a flag a command does not have keeps its default)."
-    flat = DraftTrainConfig().flat()
-    return DraftTrainConfig.from_flags(**{k: getattr(args, k, v) for k, v in flat.items()})
+def config_from_args(args, algorithm: str = "dflash") -> DraftTrainConfig:
+    "The drafter's settings: the defaults, the algorithm's own (`EAGLE3_DEFAULTS`), then the flags given."
+    base = DraftTrainConfig.from_flags(**(EAGLE3_DEFAULTS if algorithm == "eagle3" else {}))
+    return apply_settings(base, settings_from_flags(args))
 
 # %% ../../nbs/25_draft_cli.ipynb #f26f7e6c
 _SPECFORGE = "SpecForge (sgl-project/SpecForge), which trains DFlash and EAGLE-3 drafters sharded over many GPUs"
@@ -146,7 +60,7 @@ def one_device_only(tp_size: int = 1):
 
 def cmd_train_draft(args):
     one_device_only(args.tp_size)
-    cfg = config_from_args(args)
+    cfg = config_from_args(args, args.algorithm)
     res = DraftTrainer(
         cfg,
         args.output_dir,
@@ -550,16 +464,6 @@ def add_draft_commands(sub):
         p.add_argument("--max-run-steps", type=int, help="stop safely after this many steps in this invocation")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.add_argument("--tp-size", type=int, default=1, help="tensor-parallel size: 1 (larger: SpecForge's job)")
-        seed = {
-            "gradient_accumulation_steps": ["--accumulation-steps"],
-            "draft_config_path": ["--draft-model-config"],
-            "optimizer": ["--optimizer-type"],  # this kit's earlier spelling
-        }
-        if algo == "dflash":
-            add_config_flags(p, skip=EAGLE3_ONLY, aliases=seed)
-        else:  # the EAGLE-3 seed also spells these its own way
-            seed["gradient_accumulation_steps"].append("--draft-accumulation-steps")
-            add_config_flags(
-                p, skip=DFLASH_ONLY, defaults=EAGLE3_DEFAULTS, aliases={**seed, "max_steps": ["--max-num-steps"]}
-            )
+        only_other = EAGLE3_ONLY if algo == "dflash" else DFLASH_ONLY
+        add_config_flags(p, DraftTrainConfig, skip=only_other, defaults=EAGLE3_DEFAULTS if algo == "eagle3" else None)
         p.set_defaults(fn=cmd_train_draft, algorithm=algo)

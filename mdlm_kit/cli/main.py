@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse, json, sys
 from pathlib import Path
 from ..core.checkpoint import atomic_write_text, read_events
-from ..core.config import ExperimentConfig, apply_overrides, load_config, to_toml, to_dict
+from ..core.config import ExperimentConfig, add_config_flags, apply_overrides, apply_settings, load_config
+from ..core.config import settings_from_flags, to_dict, to_toml, validate
 from ..text.data import DataError, PackedData, known_word_fraction, prepare_data
 from ..core.device import KitError, inference_precision, launched_world_size, resolve_device
 from ..text.tokenizer import tokenizer_sha256
@@ -33,9 +34,9 @@ class UsageError(KitError, ValueError):
 USER_ERRORS = (KitError,)
 
 
-def _common(p: argparse.ArgumentParser, config: bool = True):
-    if config:
-        p.add_argument("--config", help="TOML or JSON config file (default: the built-in quickstart config)")
+def _common(p: argparse.ArgumentParser, **flags):
+    "--config, --set and one flag per setting (`add_config_flags`; `flags` passes it `skip`/`only`)."
+    p.add_argument("--config", help="TOML or JSON config file (default: the built-in quickstart config)")
     p.add_argument(
         "--set",
         dest="overrides",
@@ -44,29 +45,17 @@ def _common(p: argparse.ArgumentParser, config: bool = True):
         metavar="KEY=VALUE",
         help="override a config key, e.g. --set training.learning_rate=3e-4 (repeatable)",
     )
-    p.add_argument("--device", help="auto (CUDA > MPS > CPU), cpu, cuda, cuda:N or mps")
-    p.add_argument("--precision", help="auto, fp32, bf16 or fp16 (fp16 is refused on the CPU)")
+    add_config_flags(p, ExperimentConfig, **flags)
 
 
 def build_config(args) -> ExperimentConfig:
-    "Config file, then --set overrides, then the dedicated flags."
-    base = load_config(getattr(args, "config", None))
-    items = []
-    max_steps = getattr(args, "max_steps", None)
-    if (
-        max_steps and base.training.warmup_steps >= max_steps
-    ):  # a short --max-steps run still warms up, for a tenth of it
-        items.append(f"training.warmup_steps={max_steps // 10}")
-    items += list(args.overrides)
-    if getattr(args, "device", None):
-        items.append(f'device="{args.device}"')
-    if getattr(args, "precision", None):
-        items.append(f'precision="{args.precision}"')
-    if getattr(args, "corpus", None):
-        items.append(f"data.corpus={json.dumps(str(args.corpus))}")
-    if max_steps:
-        items.append(f"training.max_steps={max_steps}")
-    return apply_overrides(base, items)
+    "The config file, then the --set overrides, then the flags given (each a typed value set on its field)."
+    base = apply_overrides(load_config(args.config), args.overrides)
+    given = settings_from_flags(args)
+    steps = given.get("training.max_steps")
+    if steps and "training.warmup_steps" not in given and base.training.warmup_steps >= steps:
+        given["training.warmup_steps"] = steps // 10  # a short run still warms up, for a tenth of it
+    return validate(apply_settings(base, given))
 
 # %% ../../nbs/26_cli.ipynb #30b017e4
 def cmd_prepare(args):
@@ -195,7 +184,7 @@ def cmd_eval(args):
 
 
 def _finished(out: Path, args) -> bool:
-    return not args.max_steps and bool(read_events(out / "events.jsonl", "complete"))
+    return "training.max_steps" not in settings_from_flags(args) and bool(read_events(out / "events.jsonl", "complete"))
 
 
 def _train_or_reuse(cfg, out: Path, args, label: str):
@@ -303,7 +292,7 @@ def cmd_quickstart(args):
         if child is not None:
             child.terminate()
         raise
-    model, tok = load_inference(out / "inference", args.device)
+    model, tok = load_inference(out / "inference", cfg.device)
     print("\nValidation ELBO bound (nats/token) as training went:")
     for e in read_events(out / "events.jsonl", "validation"):
         print(f"  step {e['step']:>5}: {e['elbo_nats_per_token']:.3f}")
@@ -316,7 +305,7 @@ def cmd_quickstart(args):
     if args.baseline:
         if child is not None and child.wait() != 0:
             raise TrainingError(f"the AR baseline failed; see {out / 'ar' / 'train.log'} (rerun to continue it).")
-        ar_model, _ = load_inference(out / "ar" / "inference", args.device)
+        ar_model, _ = load_inference(out / "ar" / "inference", cfg.device)
         text = _samples(ar_model, tok, "The for statement", 1, 64, 0, "", None, 1.0, 0, args.seed)[0]
         print(f"\n=== sample (AR baseline, prompt 'The for statement') ===\n{text.strip()}\n=== end of sample ===")
         print(
@@ -441,6 +430,9 @@ def plot_sweep(rows: list[dict], path):
     fig.savefig(path, dpi=110)
 
 # %% ../../nbs/26_cli.ipynb #0ef4af7a
+_SWEPT = ("objective", "block_length", "max_steps", "seed", "train_fraction")
+
+
 def _add_sweep(sub):
     "The `mdlm-kit sweep` command and its flags."
     p = sub.add_parser(
@@ -465,11 +457,10 @@ def _add_sweep(sub):
         default="1",
         help="comma-separated fractions of the train split to train on (fewer unique tokens, more passes; default: 1)",
     )
-    p.add_argument("--corpus", help="a local UTF-8 text file instead of the embedded corpus (its tail: validation)")
     p.add_argument("--output-dir", required=True, help="sweep directory (data/, runs/, sweep.json, sweep.png)")
     p.add_argument("--levels", type=int, default=16, help="noise levels of the bounds (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    _common(p)
+    _common(p, skip=_SWEPT)  # what the sweep varies has flags of its own
     p.set_defaults(fn=cmd_sweep)
 
 # %% ../../nbs/26_cli.ipynb #f5546ec6
@@ -532,12 +523,7 @@ def _add_quickstart(sub):
         "print the validation bound and samples. Rerunning continues or reuses the run.",
     )
     p.add_argument("--output-dir", default="runs/quickstart", help="run directory (default: runs/quickstart)")
-    p.add_argument(
-        "--corpus",
-        help="a local UTF-8 text file to train on instead of the embedded corpus (its tail is the validation split)",
-    )
-    p.add_argument("--max-steps", type=int, help="optimizer steps (default: the config's training.max_steps)")
-    p.add_argument("--seed", type=int, default=0, help="seed for the printed samples")
+    p.add_argument("--seed", type=int, default=0, help="seed for the printed samples (--set training.seed=N trains)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--baseline",
@@ -545,7 +531,7 @@ def _add_quickstart(sub):
         help="also train the autoregressive baseline (same size, data and steps) beside it, on half the cores, "
         "and print both models scored on the validation text (about 1.5x the time)",
     )
-    _common(p)
+    _common(p, skip=("seed",))  # --seed seeds the printed samples
     p.set_defaults(fn=cmd_quickstart)
 
 
@@ -557,8 +543,7 @@ def _add_prepare(sub):
         description="Read the corpus, train (or load) the tokenizer and write train.bin/val.bin/meta.json.",
     )
     p.add_argument("--output-dir", help="data directory (default: data.data_dir, else ./data)")
-    p.add_argument("--corpus", help="'embedded', a .txt/.jsonl file or directory, or hf:NAME[:CONFIG]")
-    _common(p)
+    _common(p, only=("data.", "name"))
     p.set_defaults(fn=cmd_prepare)
 
 # %% ../../nbs/26_cli.ipynb #8220e13a

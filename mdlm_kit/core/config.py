@@ -6,38 +6,55 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/config.html.md"""
 
 # %% ../../nbs/03_config.ipynb #8243f300
 from __future__ import annotations
-import difflib, json, math, tomllib
-from dataclasses import dataclass, field, fields, asdict
+import argparse, copy, difflib, json, math, tomllib
+from dataclasses import MISSING, dataclass, field, fields, asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 from .device import DEVICE_CHOICES, PRECISION_CHOICES, KitError, canonical_precision
 
 # %% auto #0
-__all__ = ['OBJECTIVES', 'RENAMED_KEYS', 'ModelConfig', 'DataConfig', 'TrainingConfig', 'ExperimentConfig', 'ConfigError',
-           'validate', 'upgrade_config', 'from_dict', 'load_config', 'parse_override', 'apply_overrides', 'to_dict',
-           'to_toml', 'flatten_dict', 'config_mismatches']
+__all__ = ['DEVICE_HELP', 'PRECISION_HELP', 'OBJECTIVES', 'RENAMED_KEYS', 'CONFIG_DEST', 'setting', 'ModelConfig', 'DataConfig',
+           'TrainingConfig', 'ExperimentConfig', 'ConfigError', 'validate', 'upgrade_config', 'from_dict',
+           'load_config', 'parse_override', 'to_dict', 'config_fields', 'apply_settings', 'apply_overrides', 'to_toml',
+           'add_config_flags', 'settings_from_flags', 'flatten_dict', 'config_mismatches']
+
+# %% ../../nbs/03_config.ipynb #575e3f8b
+def setting(default, help: str, *, flags: tuple = ()):
+    """A config field with its help text, the one place a setting is declared. Its flag is the field's name with
+    dashes (`--learning-rate`); `flags` adds other spellings (the seed scripts')."""
+    meta = {"help": help, "flags": tuple(flags)}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+DEVICE_HELP = "auto (CUDA > MPS > CPU), cpu, cuda, cuda:N or mps"
+PRECISION_HELP = (
+    "training precision: auto (bf16 on a GPU with bf16, fp16 on other CUDA GPUs, fp32 on CPU and MPS), fp32, bf16 "
+    "(autocast, fp32 master weights) or fp16 (CUDA, with loss scaling); torch's spellings (bfloat16, float32) also"
+)
 
 # %% ../../nbs/03_config.ipynb #6854e87f
 @dataclass
 class ModelConfig:
     "Shape of the bidirectional transformer. `vocab_size`/`mask_token_id` of -1 are filled in from the tokenizer."
 
-    vocab_size: int = -1
-    n_layer: int = 4
-    n_head: int = 4
-    d_model: int = 192
-    d_ff: int = 0  # 0: SwiGLU width ~ 8/3 d_model, rounded up to a multiple of 64
-    max_seq_len: int = 128
-    rope_theta: float = 10000.0
-    norm_eps: float = 1e-5
-    qk_norm: bool = True  # RMSNorm on queries and keys per head (see the model notebook)
-    head_bias: bool = True  # a bias on the output logits, started at the training data's log-unigram
-    tie_embeddings: bool = True  # the output head reuses the input embedding matrix
-    local_mixing: int = 1  # each block first mixes in the tokens up to this far on each side (0: off)
-    dropout: float = 0.0
-    init_std: float = 0.02
-    mask_token_id: int = -1
-    activation_checkpointing: bool = False
+    vocab_size: int = setting(-1, "rows of the embedding (-1: the tokenizer's)")
+    n_layer: int = setting(4, "transformer blocks")
+    n_head: int = setting(4, "attention heads (must divide d_model; d_model / n_head even, for rotary embeddings)")
+    d_model: int = setting(192, "width of the residual stream")
+    d_ff: int = setting(0, "SwiGLU width (0: about 8/3 d_model, rounded up to a multiple of 64)")
+    max_seq_len: int = setting(128, "longest sequence the rotary tables cover")
+    rope_theta: float = setting(10000.0, "rotary base")
+    norm_eps: float = setting(1e-5, "RMSNorm epsilon")
+    qk_norm: bool = setting(True, "RMSNorm on queries and keys per head (lesson 09)")
+    head_bias: bool = setting(True, "a bias on the output logits, started at the training data's log-unigram")
+    tie_embeddings: bool = setting(True, "the output head reuses the input embedding matrix")
+    local_mixing: int = setting(1, "each block first mixes in the tokens up to this far on each side (0: off)")
+    dropout: float = setting(0.0, "dropout probability")
+    init_std: float = setting(0.02, "standard deviation of the initial weights")
+    mask_token_id: int = setting(-1, "the [MASK] token's id (-1: the tokenizer's)")
+    activation_checkpointing: bool = setting(False, "recompute each block in the backward pass: less memory")
 
     @property
     def ffn_dim(self) -> int:
@@ -49,59 +66,59 @@ class DataConfig:
     """Where text comes from and how it is cut. `corpus` is `embedded`, a local .txt/.jsonl file or directory, or
     `hf:NAME[:CONFIG]`."""
 
-    corpus: str = "embedded"
-    text_field: str = "text"  # the field read from JSONL records and datasets
-    data_dir: str = ""  # packed data; empty: <output_dir>/data
-    tokenizer: str = ""  # an existing tokenizer directory; empty: train one on the corpus
-    tokenizer_vocab_size: int = 2048
-    block_size: int = 128
-    val_fraction: float = 0.05
-    train_fraction: float = 1.0  # train on the first part of the train blocks only: fewer unique tokens, more passes
+    corpus: str = setting("embedded", "'embedded', a local .txt/.jsonl file or directory, or hf:NAME[:CONFIG]")
+    text_field: str = setting("text", "the field read from JSONL records and datasets")
+    data_dir: str = setting("", "packed data directory (empty: OUTPUT_DIR/data)")
+    tokenizer: str = setting("", "an existing tokenizer directory (empty: train one on the corpus)")
+    tokenizer_vocab_size: int = setting(2048, "vocabulary of the tokenizer trained on the corpus")
+    block_size: int = setting(128, "tokens per training sequence")
+    val_fraction: float = setting(0.05, "the corpus's tail kept for validation")
+    train_fraction: float = setting(
+        1.0, "train on this first part of the train blocks: fewer unique tokens, more passes"
+    )
 
 # %% ../../nbs/03_config.ipynb #6d17ea26
 @dataclass
 class TrainingConfig:
     "The optimisation run. An optimizer step consumes `batch_size * gradient_accumulation_steps` blocks."
 
-    max_steps: int = 2400
-    batch_size: int = 8
-    gradient_accumulation_steps: int = 1
-    learning_rate: float = 3e-3
-    min_lr: float = -1.0  # where the cosine ends; -1: at learning_rate, i.e. constant after warm-up (lesson 11)
-    warmup_steps: int = 120
-    decay_steps: int = 0  # the last N steps fall linearly to 0 (warmup-stable-decay); 0: no final decay
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.98
-    adam_eps: float = 1e-8
-    max_grad_norm: float = 1.0  # clip the global gradient norm to this (0: no clipping)
-    optimizer: str = "adamw"  # adamw | adamw_8bit (bitsandbytes)
-    sampling_eps: float = 1e-3  # t ~ U(eps, 1)
-    antithetic_sampling: bool = True
-    masking: str = "exact"  # exact: ceil(t L) tokens per sequence | bernoulli: each token with probability t
-    seed: int = 1337
-    log_interval: int = 10
-    eval_interval: int = 400
-    eval_batches: int = 8
-    eval_noise_levels: int = 4
-    save_interval: int = 400
-    keep_last: int = 2
-    skip_nonfinite: bool = False  # skip a step whose loss is NaN/inf instead of stopping
-    objective: str = "mdlm"  # mdlm (masked diffusion) | ar (the same model run causally: the baseline)
-    block_length: int = 4  # bd3lm: tokens per diffusion block (1: autoregressive; the sequence: the MDLM)
-    compile: bool = (
-        False  # torch.compile the training forward/backward (fuses element-wise work; the first step compiles)
-    )
+    max_steps: int = setting(2400, "optimizer steps")
+    batch_size: int = setting(8, "sequences per micro-batch")
+    gradient_accumulation_steps: int = setting(1, "micro-batches per optimizer step")
+    learning_rate: float = setting(3e-3, "peak AdamW learning rate")
+    min_lr: float = setting(-1.0, "where the cosine ends (-1: constant after warm-up; lesson 11)")
+    warmup_steps: int = setting(120, "linear warm-up steps")
+    decay_steps: int = setting(0, "the last N steps fall linearly to 0 (warmup-stable-decay; 0: no final decay)")
+    weight_decay: float = setting(0.1, "AdamW weight decay")
+    beta1: float = setting(0.9, "AdamW beta1")
+    beta2: float = setting(0.98, "AdamW beta2")
+    adam_eps: float = setting(1e-8, "AdamW epsilon")
+    max_grad_norm: float = setting(1.0, "clip the global gradient norm to this (0: no clipping)")
+    optimizer: str = setting("adamw", "adamw, or adamw_8bit (bitsandbytes, CUDA)")
+    sampling_eps: float = setting(1e-3, "noise levels are drawn from U(eps, 1)")
+    antithetic_sampling: bool = setting(True, "spread a batch's noise levels evenly over (eps, 1)")
+    masking: str = setting("exact", "exact (ceil(t L) tokens a sequence) or bernoulli (each token with probability t)")
+    seed: int = setting(1337, "seed for data order, noise and init")
+    log_interval: int = setting(10, "steps between train events")
+    eval_interval: int = setting(400, "steps between evaluations")
+    eval_batches: int = setting(8, "validation batches an evaluation reads")
+    eval_noise_levels: int = setting(4, "noise levels of an evaluation's bound")
+    save_interval: int = setting(400, "steps between checkpoints")
+    keep_last: int = setting(2, "training checkpoints kept")
+    skip_nonfinite: bool = setting(False, "skip a step whose loss is NaN/inf instead of stopping")
+    objective: str = setting("mdlm", "mdlm (masked diffusion), ar (the same network run causally) or bd3lm (lesson 13)")
+    block_length: int = setting(4, "bd3lm: tokens per diffusion block (1: autoregressive; the sequence: the MDLM)")
+    compile: bool = setting(False, "torch.compile the training forward and backward (the first step compiles)")
 
 # %% ../../nbs/03_config.ipynb #a76f83dd
 @dataclass
 class ExperimentConfig:
     "A whole run: where it computes and the three sections."
 
-    name: str = "mdlm"
-    device: str = "auto"
-    precision: str = "auto"
-    forbid_math_sdpa: bool = False
+    name: str = setting("mdlm", "the run's name")
+    device: str = setting("auto", DEVICE_HELP)
+    precision: str = setting("auto", PRECISION_HELP)
+    forbid_math_sdpa: bool = setting(False, "fail where attention would fall back to PyTorch's math kernel (GPU)")
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     training: TrainingConfig = field(default_factory=TrainingConfig)
@@ -208,6 +225,8 @@ def _coerce(value: Any, typ: str, key: str):
         value = float(value)
     elif typ == "str":
         _check(isinstance(value, str), key, f"expected a string, got {value!r}")
+    elif typ == "list":
+        _check(isinstance(value, list), key, f"expected a list, got {value!r}")
     return value
 
 # %% ../../nbs/03_config.ipynb #46578c67
@@ -265,24 +284,6 @@ def parse_override(item: str) -> tuple[str, Any]:
     return key, value
 
 
-def apply_overrides(cfg: ExperimentConfig, items: list[str] | None) -> ExperimentConfig:
-    "Apply `--set` overrides and re-validate."
-    d = to_dict(cfg)
-    for item in items or []:
-        key, value = parse_override(item)
-        key = RENAMED_KEYS.get(key, key)
-        parts = key.split(".")
-        if len(parts) == 1 and parts[0] not in _SECTIONS:
-            d[parts[0]] = value
-        elif len(parts) == 2 and parts[0] in _SECTIONS:
-            d[parts[0]][parts[1]] = value
-        else:
-            raise ConfigError(
-                f"unknown config key '{key}': use name, device, precision or model.X / data.X / training.X"
-            )
-    return from_dict(d)
-
-
 def to_dict(cfg) -> dict:
     "Nested plain dicts."
     return asdict(cfg)
@@ -294,6 +295,43 @@ def _toml_value(v) -> str:
     if isinstance(v, (int, float)):
         return repr(v)
     return json.dumps(v)  # a JSON string is a valid TOML basic string
+
+# %% ../../nbs/03_config.ipynb #cf0ad8d2
+def config_fields(cls) -> list[tuple[str, Any]]:
+    "(dotted key, dataclass field) of every setting of the config class `cls`, section by section."
+    out = []
+    for f in fields(cls):
+        if f.default_factory is not MISSING and is_dataclass(f.default_factory):  # a section
+            out += [(f"{f.name}.{k}", g) for k, g in config_fields(f.default_factory)]
+        else:
+            out.append((f.name, f))
+    return out
+
+
+def _type_name(f) -> str:
+    return f.type if isinstance(f.type, str) else f.type.__name__
+
+
+def apply_settings(cfg, values: dict):
+    """A copy of the config `cfg` (any of the kit's config classes) with `values` (`{'training.seed': 3}`) set, each
+    value checked against its field's type; the caller validates the whole."""
+    out, known = copy.deepcopy(cfg), dict(config_fields(type(cfg)))
+    for key, value in values.items():
+        if key not in known:
+            hint = difflib.get_close_matches(key, list(known), n=1)
+            raise ConfigError(f"unknown config key '{key}'" + (f": did you mean '{hint[0]}'?" if hint else "."))
+        *path, name = key.split(".")
+        obj = out
+        for part in path:
+            obj = getattr(obj, part)
+        setattr(obj, name, _coerce(value, _type_name(known[key]), key))
+    return out
+
+
+def apply_overrides(cfg: ExperimentConfig, items: list[str] | None) -> ExperimentConfig:
+    "Apply `--set` overrides (`section.key=value`, the value read as TOML) and re-validate."
+    values = dict(parse_override(item) for item in items or [])
+    return validate(apply_settings(cfg, {RENAMED_KEYS.get(k, k): v for k, v in values.items()}))
 
 # %% ../../nbs/03_config.ipynb #5bf923df
 def to_toml(cfg: ExperimentConfig) -> str:
@@ -307,6 +345,42 @@ def to_toml(cfg: ExperimentConfig) -> str:
         if isinstance(vals, dict):
             lines += ["", f"[{sec}]"] + [f"{k} = {_toml_value(v)}" for k, v in vals.items()]
     return "\n".join(lines) + "\n"
+
+# %% ../../nbs/03_config.ipynb #b847f1fd
+CONFIG_DEST = "config:"  # the parsed flags that are settings: `config:training.learning_rate`
+_METAVARS = {"int": "N", "float": "X", "list": "IDS"}
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, e.g. 1,5,9; got {text!r}") from None
+
+
+def add_config_flags(p: argparse.ArgumentParser, cls, *, skip=(), only=(), defaults: dict | None = None):
+    """One flag per setting of the config class `cls`: `--name-with-dashes` and the field's other spellings, with its
+    help, type and default. `skip` leaves names out, `only` keeps the keys that start so (`data.`), `defaults`
+    replaces a default by name (for a command whose recipe differs)."""
+    for key, f in config_fields(cls):
+        name = key.split(".")[-1]
+        if name in skip or (only and not key.startswith(tuple(only))):
+            continue
+        default = (defaults or {}).get(name, f.default_factory() if f.default is MISSING else f.default)
+        help = f"{f.metadata.get('help', '')} (default: {default!r})"
+        kw = dict(dest=CONFIG_DEST + key, default=argparse.SUPPRESS, help=help)
+        names = ["--" + name.replace("_", "-"), *f.metadata.get("flags", ())]
+        kind = _type_name(f)
+        if kind == "bool":
+            p.add_argument(*names, action=argparse.BooleanOptionalAction, **kw)
+        else:
+            conv = {"int": int, "float": float, "list": _int_list}.get(kind, str)
+            p.add_argument(*names, type=conv, metavar=_METAVARS.get(kind, "TEXT"), **kw)
+
+
+def settings_from_flags(args: argparse.Namespace) -> dict:
+    "The settings the command line gave, as `{dotted key: value}` for `apply_settings`."
+    return {k[len(CONFIG_DEST) :]: v for k, v in vars(args).items() if k.startswith(CONFIG_DEST)}
 
 # %% ../../nbs/03_config.ipynb #3674f117
 def flatten_dict(d: dict, prefix: str = "") -> dict:

@@ -15,7 +15,7 @@ import torch
 from fastcore.basics import patch
 from ..core.checkpoint import CheckpointError, CheckpointManager, resume_point
 from ..core.layers import lr_schedule, make_optimizer
-from ..core.config import ConfigError
+from ..core.config import DEVICE_HELP, PRECISION_HELP, ConfigError, setting
 from mdlm_kit.core.device import (
     KitError,
     autocast,
@@ -59,79 +59,117 @@ __all__ = ['SECTIONS', 'RESUME_MAY_CHANGE', 'RENAMED_SETTINGS', 'LEGACY_SETTINGS
 class TargetSettings:
     "The frozen target: where it is, and which of its tensors are the embeddings and the LM head (offline)."
 
-    target_model_path: str = "smollm2"
-    target_model_backend: str = "hf"
-    trust_remote_code: bool = False
-    embedding_key: str = "model.embed_tokens.weight"
-    lm_head_key: str = "lm_head.weight"
+    target_model_path: str = setting(
+        "smollm2", "target: 'smollm2' (the embedded default), a .gguf file, a model directory or a hub id"
+    )
+    target_model_backend: str = setting(
+        "hf", "how the target runs: hf (transformers); sglang is refused with a message"
+    )
+    trust_remote_code: bool = setting(
+        False, "let transformers run the target repository's own model and tokenizer code"
+    )
+    embedding_key: str = setting("model.embed_tokens.weight", "name of the target's input embedding tensor (offline)")
+    lm_head_key: str = setting("lm_head.weight", "name of the target's LM head tensor (offline; tied heads need none)")
 
 
 @dataclass
 class DataSettings:
     "Chat JSONL (online: the target runs on each batch) or saved features (offline), and how samples are cut."
 
-    train_data_path: str = ""
-    eval_data_path: str = ""
-    train_hidden_states_path: str = ""
-    eval_hidden_states_path: str = ""
-    chat_template: str = ""
-    is_preformatted: bool = False
-    train_only_last_turn: bool = False
-    max_length: int = 512
-    cache_dir: str = ""  # tokenised data and the draft vocabulary; empty: <output_dir>/cache
+    train_data_path: str = setting("", "chat JSONL for online training (the target runs on every batch)")
+    eval_data_path: str = setting("", "held-out chat JSONL for per-slot accuracy")
+    train_hidden_states_path: str = setting(
+        "", "features from `mdlm-kit hidden-states` (offline training, no target in memory)"
+    )
+    eval_hidden_states_path: str = setting("", "held-out features from `mdlm-kit hidden-states`")
+    chat_template: str = setting(
+        "", "replaces the tokenizer's template: a name (chatml, qwen, llama3), a Jinja file or a Jinja string"
+    )
+    is_preformatted: bool = setting(False, "rows are {'text'} already rendered with the chat template")
+    train_only_last_turn: bool = setting(False, "supervise only the last assistant turn")
+    max_length: int = setting(512, "truncate samples to this many tokens")
+    cache_dir: str = setting(
+        "", "where tokenised chat data and the draft vocabulary are cached (default: OUTPUT_DIR/cache)"
+    )
 
 
 @dataclass
 class DrafterSettings:
     "The drafter's shape (DFlash's block and layers, EAGLE-3's vocabulary and TTT length) and where it starts."
 
-    draft_config_path: str = ""  # a config.json (the kit's or SpecForge's) that sets the shape instead
-    block_size: int = 16  # DFlash's draft block: the anchor and the masked slots drafted at once
-    num_draft_layers: int = 1
-    num_feature_layers: int = 5
-    target_layer_ids: list = field(default_factory=list)
-    mask_token_id: str = "auto"
-    attention_backend: str = "sdpa"
-    ttt_length: int = 7
-    draft_vocab_size: int = 8192
-    eagle_aux_hidden_state_layer_ids: list = field(default_factory=list)
-    feature_scaled_init: bool = True
-    init_head_from_target: bool = False  # EAGLE-3: its head starts as the target's rows, its norm at their scale
-    ckpt_dir: str = ""  # fine-tune from this saved drafter
+    draft_config_path: str = setting(
+        "",
+        "a draft config.json (the kit's or SpecForge's layout) whose fields override those derived from the target",
+        flags=("--draft-model-config",),
+    )
+    block_size: int = setting(16, "DFlash block size B (one anchor + B-1 drafted tokens)")
+    num_draft_layers: int = setting(1, "draft decoder layers (1 on CPU; 5 in the paper)")
+    num_feature_layers: int = setting(5, "how many target layers feed the drafter (K; the paper uses 5)")
+    target_layer_ids: list = setting([], "explicit comma-separated target layer ids (default: the spread rule)")
+    mask_token_id: str = setting("auto", "'auto' (tokenizer mask, unused row, or a drafter-owned row) or an id")
+    attention_backend: str = setting(
+        "sdpa",
+        "eager, sdpa (CPU/MPS/CUDA), structured (no block-to-block mask: less memory at many anchors) "
+        "or flex_attention (CUDA)",
+    )
+    ttt_length: int = setting(7, "EAGLE-3 training-time-test steps T")
+    draft_vocab_size: int = setting(8192, "EAGLE-3 draft vocabulary: the most frequent supervised target tokens")
+    eagle_aux_hidden_state_layer_ids: list = setting(
+        [], "EAGLE-3 feature layers (default: outputs of layers 1, L//2-1, L-4)"
+    )
+    feature_scaled_init: bool = setting(
+        True,
+        "initialise the feature projection per input dimension from the first batch's scale "
+        "(--no-feature-scaled-init: plain N(0, 0.02))",
+    )
+    init_head_from_target: bool = setting(
+        False,
+        "EAGLE-3: start the draft head from the target's LM head rows and (with the feature-scaled init) its final "
+        "norm from the scale of the target's last features",
+    )
+    ckpt_dir: str = setting("", "start from this saved drafter directory (fine-tuning)")
 
 # %% ../../nbs/20_draft_train.ipynb #ed7b9c3c
 @dataclass
 class LossSettings:
     "DFlash's anchors per sample and its loss weighting (decayed cross-entropy or D-PACE)."
 
-    num_anchors: int = 64
-    loss_type: str = "dflash"
-    loss_decay_gamma: float = 7.0
-    dpace_alpha: float = 0.5
+    num_anchors: int = setting(64, "blocks per sequence, resampled every epoch")
+    loss_type: str = setting(
+        "dflash", "dflash (decayed CE), dpace, dpace-cumulative-confidence-only, dpace-continuation-value-only"
+    )
+    loss_decay_gamma: float = setting(7.0, "gamma of w_k = exp(-(k-1)/gamma); 0 for uniform (7/5/4 for B = 16/10/8)")
+    dpace_alpha: float = setting(0.5, "D-PACE confidence smoothing alpha in [0, 1]")
 
 
 @dataclass
 class DraftTrainingSettings:
     "The optimisation and its cadence: the MDLM's `training` section, with the reference trainers' defaults."
 
-    num_epochs: int = 1
-    max_steps: int = 0  # 0: from num_epochs
-    total_steps: int = 0  # the schedule's length; 0: the run's
-    batch_size: int = 4
-    gradient_accumulation_steps: int = 1
-    learning_rate: float = 6e-4
-    warmup_ratio: float = 0.04
-    warmup_steps: int = 0  # > 0: this many warm-up steps instead of warmup_ratio of the run
-    max_grad_norm: float = 1.0
-    weight_decay: float = 0.0
-    optimizer: str = "adamw"
-    fp32_params: bool = True
-    skip_nonfinite: bool = False
-    seed: int = 0
-    log_interval: int = 10
-    eval_interval: int = 100
-    save_interval: int = 100
-    keep_last: int = 2
+    num_epochs: int = setting(1, "passes over the training data")
+    max_steps: int = setting(0, "optimizer steps (0: from the epochs)", flags=("--max-num-steps",))
+    total_steps: int = setting(0, "schedule horizon in optimizer steps (0: the run's length)")
+    batch_size: int = setting(4, "sequences per micro-batch")
+    gradient_accumulation_steps: int = setting(
+        1, "micro-batches per optimizer step", flags=("--accumulation-steps", "--draft-accumulation-steps")
+    )
+    learning_rate: float = setting(6e-4, "peak AdamW learning rate")
+    warmup_ratio: float = setting(0.04, "fraction of steps for the linear warm-up")
+    warmup_steps: int = setting(0, "warm-up steps; > 0 replaces --warmup-ratio")
+    max_grad_norm: float = setting(1.0, "gradient clipping norm")
+    weight_decay: float = setting(0.0, "AdamW weight decay")
+    optimizer: str = setting("adamw", "adamw, or adamw_8bit (bitsandbytes, CUDA)", flags=("--optimizer-type",))
+    fp32_params: bool = setting(
+        True, "keep fp32 master weights under bf16 autocast (--no-fp32-params casts the drafter to bf16)"
+    )
+    skip_nonfinite: bool = setting(
+        False, "skip an optimizer step whose loss is NaN/inf (default: stop, keeping the last good checkpoint)"
+    )
+    seed: int = setting(0, "seed for data order, anchors and init")
+    log_interval: int = setting(10, "steps between train events")
+    eval_interval: int = setting(100, "steps between evaluations")
+    save_interval: int = setting(100, "steps between checkpoints")
+    keep_last: int = setting(2, "training checkpoints kept")
 
 
 SECTIONS = {
@@ -152,13 +190,13 @@ class DraftTrainConfig:
     model: DrafterSettings = field(default_factory=DrafterSettings)
     loss: LossSettings = field(default_factory=LossSettings)
     training: DraftTrainingSettings = field(default_factory=DraftTrainingSettings)
-    device: str = "auto"
-    precision: str = "auto"
-    report_to: str = "none"
-    profile: bool = False
-    profile_start_step: int = 5
-    profile_num_steps: int = 3
-    profile_record_shapes: bool = False
+    device: str = setting("auto", DEVICE_HELP)
+    precision: str = setting("auto", PRECISION_HELP)
+    report_to: str = setting("none", "none, tensorboard or wandb (events.jsonl is always written)")
+    profile: bool = setting(False, "write a torch profiler trace to OUTPUT_DIR/profile")
+    profile_start_step: int = setting(5, "first profiled step")
+    profile_num_steps: int = setting(3, "profiled steps")
+    profile_record_shapes: bool = setting(False, "record tensor shapes in the trace")
 
     @classmethod
     def from_flags(cls, **flat) -> "DraftTrainConfig":
