@@ -9,12 +9,12 @@ export GRADIO_ANALYTICS_ENABLED := False
 export MPLBACKEND := Agg
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install browser docs run-nbs quickstart test test-fast lint pytest nbtest check-sync readme clean-nbs bench help
+.PHONY: install browser docs run-nbs quickstart test test-fast lint pytest nbtest labtest check-sync readme clean-nbs bench help
 
 help:
 	@echo "make quickstart  - set up .venv, train the small default MDLM on the embedded corpus, print samples"
-	@echo "make test        - set up .venv, run ruff, pytest (incl. slow), nbdev-test, and the notebook/library/README sync check"
-	@echo "make test-fast   - the same without the slow end-to-end tests"
+	@echo "make test        - set up .venv, run ruff, pytest (incl. slow: every lesson runs once, in JupyterLab), the lab pages, and the sync check"
+	@echo "make test-fast   - the same without the slow end-to-end tests (the lessons then run under nbdev-test): a few minutes"
 	@echo "make lint        - ruff: the formatter's layout, lines <= 120 characters, no statements joined with ';'"
 	@echo "make readme      - regenerate README.md from nbs/index.ipynb"
 	@echo "make docs        - build the docs site offline into _docs/ (open _docs/index.html; search works from the files)"
@@ -42,11 +42,13 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "warning: no /usr/bin/chromium; the browser tests will fail: run 'sudo apt-get install -y chromium'"; fi; }
 
-test: install browser lint pytest nbtest check-sync
+# each notebook runs once: `make test` runs the lessons in JupyterLab (tests/test_jupyterlab.py, slow) and the lab pages
+# under nbdev-test; `make test-fast` skips the slow tests, so it runs the lessons under nbdev-test instead
+test: install browser lint pytest labtest check-sync
 
 test-fast: install browser lint
 	$(BIN)/python -m pytest -q -m "not slow" tests
-	$(MAKE) nbtest check-sync
+	$(MAKE) nbtest labtest check-sync
 
 # the formatter's layout and the line rules of pyproject.toml ([tool.ruff]); `ruff format nbs tests tools bench` fixes most
 lint: install
@@ -65,7 +67,12 @@ nbtest: export LESSON_DRAFTER_PROMPTS ?= 4
 nbtest: export LESSON_DRAFTER_STEPS ?= 5
 nbtest: install
 	$(BIN)/nbdev-test --n-workers 2 --timing
-	@# the lab pages: their checks hold every figure to the saved data it comes from
+
+# the lab pages: their checks hold every figure to the saved data it comes from
+labtest: export FROM_SCRATCH_SECONDS ?= 20
+labtest: export LESSON_DRAFTER_PROMPTS ?= 4
+labtest: export LESSON_DRAFTER_STEPS ?= 5
+labtest: install
 	$(BIN)/nbdev-test --n-workers 2 bench/lab
 
 docs: install

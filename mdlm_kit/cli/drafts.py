@@ -11,7 +11,8 @@ from pathlib import Path
 from ..drafts.train import DraftTrainConfig, DraftTrainer
 from ..drafts.dflash import build_target_layer_ids
 from ..core.config import ConfigError, add_config_flags, apply_settings, settings_from_flags
-from ..core.device import DRAFT_PRECISIONS, launched_world_size
+from ..core.device import launched_world_size
+from ..drafts.speculate import DecodeSettings
 
 # %% auto #0
 __all__ = ['DFLASH_ONLY', 'EAGLE3_ONLY', 'EAGLE3_DEFAULTS', 'config_from_args', 'one_device_only', 'cmd_train_draft',
@@ -83,8 +84,9 @@ def cmd_make_chat_data(args):
         if args.prompts == "embedded"
         else load_conversations(args.prompts, require_assistant=False)[: args.num_prompts or None]
     )
-    dev = resolve_device(args.device or "auto")
-    prec = inference_precision(args.precision, dev, tokens_per_forward=args.batch_size)  # a batch decodes together
+    s = apply_settings(DecodeSettings(), settings_from_flags(args))
+    dev = resolve_device(s.device)
+    prec = inference_precision(s.precision, dev, tokens_per_forward=args.batch_size)  # a batch decodes together
     tgt = decoding_target(args.target, dev, prec)
     if args.self_prompts:  # Magpie: the target writes these itself; they take turns with the others
         out = Path(args.output)
@@ -111,8 +113,9 @@ def cmd_hidden_states(args):
     from mdlm_kit.drafts.targets import decoding_target
     from mdlm_kit.core.device import inference_precision, resolve_device
 
-    dev = resolve_device(args.device or "auto")
-    prec = inference_precision(args.precision, dev, tokens_per_forward=args.batch_size * args.max_length)
+    s = apply_settings(DecodeSettings(), settings_from_flags(args))
+    dev = resolve_device(s.device)
+    prec = inference_precision(s.precision, dev, tokens_per_forward=args.batch_size * args.max_length)
     tgt = decoding_target(args.target, dev, prec)
     layers = args.layers or build_target_layer_ids(tgt.num_layers, args.num_feature_layers)
     samples = build_chat_dataset(
@@ -140,107 +143,47 @@ def cmd_hidden_states(args):
     print(f"{idx['n_samples']} samples, layers {idx['layer_ids']}, in {args.output}")
 
 # %% ../../nbs/25_draft_cli.ipynb #c2422f6d
-def _check_speculate_flags(args):
+def _check_speculate_flags(args, s: DecodeSettings):
     "Refuse impossible flag values first: loading the target takes a while, and a typo should not cost it."
     bad = [
         f"--{n} must be {rule}, not {v}"
         for n, v, ok, rule in [
-            (
-                "num-draft-tokens",
-                args.num_draft_tokens,
-                args.num_draft_tokens is None or args.num_draft_tokens >= 1,
-                "at least 1",
-            ),
             ("max-new-tokens", args.max_new_tokens, args.max_new_tokens >= 1, "at least 1"),
             ("num-prompts", args.num_prompts, args.num_prompts >= 0, "0 (all) or more"),
             ("temperature", args.temperature, args.temperature >= 0, "0 (greedy) or more"),
             ("top-k", args.top_k, args.top_k >= 0, "0 (off) or more"),
             ("top-p", args.top_p, 0 < args.top_p <= 1, "in (0, 1]"),
-            ("tree-nodes", args.tree_nodes, args.tree_nodes >= 0, "0 (a chain) or more"),
-            ("tree-top-k", args.tree_top_k, args.tree_top_k >= 1, "at least 1"),
-            ("min-confidence", args.min_confidence, 0 <= args.min_confidence <= 1, "in [0, 1]"),
-            ("lookup-branch", args.lookup_branch, args.lookup_branch >= 0, "0 (none) or more"),
-            (
-                "lookup-store",
-                args.lookup_store,
-                not args.lookup_store or args.lookup_branch > 0,
-                "given with --lookup-branch N > 0 (it feeds that branch)",
-            ),
-            ("runner-up", args.runner_up, 0 <= args.runner_up < 1, "in [0, 1)"),
-            (
-                "auto-products",
-                args.auto_products,
-                not (args.auto_products and (args.one_row or args.packed)),
-                "given alone (it chooses --one-row and --packed)",
-            ),
-            (
-                "draft-precision",
-                args.draft_precision,
-                args.draft_precision in DRAFT_PRECISIONS,
-                ", ".join(DRAFT_PRECISIONS[:-1]) + " or " + DRAFT_PRECISIONS[-1],
-            ),
         ]
         if not ok
     ]
-    # a missing store file too: the store is built after the target loads (it needs the target's tokenizer)
-    if args.lookup_store and not Path(args.lookup_store).is_file():
-        bad.append(f"--lookup-store {args.lookup_store!r} does not exist")
+    bad += s.problems()
     if bad:
         raise ConfigError("; ".join(bad) + ".")
 
-# %% ../../nbs/25_draft_cli.ipynb #64439dc1
-def _speculate_models(args):
-    """The target and its drafter for `speculate`: the target in the precision that verifies exactly, the drafter in
-    it too unless `--draft-precision`, both with the CPU products the flags ask for (or `choose_products` measures);
-    and the products' name."""
-    from mdlm_kit.core.device import inference_precision, resolve_device
-    from mdlm_kit.core.layers import choose_products, few_rows_linears
-    from mdlm_kit.drafts.eagle3 import Eagle3DraftModel
-    from mdlm_kit.drafts.speculate import load_draft, set_draft_precision, tokens_per_cycle
-    from mdlm_kit.drafts.targets import decoding_target
-
-    dev = resolve_device(args.device or "auto")
-    draft = load_draft(args.draft, device=dev)
-    if args.runner_up > 0 and (args.tree_nodes or not isinstance(draft, Eagle3DraftModel)):
-        raise ConfigError(
-            "--runner-up is for an EAGLE-3 chain (DFlash drafts one block, a tree verifies several children already); "
-            "drop --runner-up, or pass an EAGLE-3 drafter without --tree-nodes."
-        )
-    n = tokens_per_cycle(draft, args.num_draft_tokens, args.tree_nodes, args.lookup_branch, args.runner_up)
-    # the target decodes in one precision, exact for verification; the drafter in it too unless --draft-precision
-    prec = inference_precision(args.precision, dev, n, verifies=True)
-    tgt = decoding_target(args.target, dev, prec)
-    set_draft_precision(draft, args.draft_precision, prec.dtype)  # int8 linears stay int8 under --packed
-    one_row, packed = args.one_row, args.packed
-    if args.auto_products:  # timed here, on the target's linears (08_layers)
-        one_row, packed = (choose_products(tgt.model)[k] for k in ("one_row", "packed"))
-    if one_row or packed:  # the same products for plain decoding, verification and drafting (08_layers)
-        few_rows_linears(tgt.model, draft, one_row=True, packed=packed)
-    return tgt, draft, "packed" if packed else "one-row" if one_row else "plain"
-
 # %% ../../nbs/25_draft_cli.ipynb #d5e40fa5
 def cmd_speculate(args):
-    from mdlm_kit.drafts.speculate import load_prompts, lookup_store, speculate
+    from mdlm_kit.drafts.speculate import load_prompts, lookup_store, prepare_decoding, speculate
     from mdlm_kit.drafts.targets import SamplingParams
 
-    _check_speculate_flags(args)
-    tgt, draft, products = _speculate_models(args)
-    store = lookup_store(args.lookup_store, tgt.tokenizer) if args.lookup_store else None
+    s = apply_settings(DecodeSettings(), settings_from_flags(args))
+    _check_speculate_flags(args, s)
+    tgt, draft, products = prepare_decoding(args.target, args.draft, s)
+    store = lookup_store(s.lookup_store, tgt.tokenizer) if s.lookup_store else None
     res = speculate(
         tgt,
         draft,
         load_prompts(args.prompts, args.num_prompts or None),
         args.max_new_tokens,
         SamplingParams(args.temperature, args.top_k, args.top_p),
-        args.num_draft_tokens,
+        s.num_draft_tokens,
         args.baseline,
         args.seed,
         not args.no_progress,
-        tree_nodes=args.tree_nodes,
-        tree_top_k=args.tree_top_k,
-        min_confidence=args.min_confidence,
-        lookup_branch=args.lookup_branch,
-        runner_up=args.runner_up,
+        tree_nodes=s.tree_nodes,
+        tree_top_k=s.tree_top_k,
+        min_confidence=s.min_confidence,
+        lookup_branch=s.lookup_branch,
+        runner_up=s.runner_up,
         lookup_store=store,
     )
     res["products"] = products
@@ -280,13 +223,7 @@ def _add_make_chat_data(sub):
     p.add_argument("--batch-size", type=int, default=8, help="prompts per generate call")
     p.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
     p.add_argument("--seed", type=int, default=0, help="prompt shuffle and sampling seed")
-    p.add_argument("--device", help="auto, cpu, cuda or mps")
-    p.add_argument(
-        "--precision",
-        default="auto",
-        help="weights while decoding: auto (see inference_precision: fp32 for batches "
-        "of 16 on a CPU without native bf16), fp32, bf16, fp16 (GPU) or int8 (x86 CPU)",
-    )
+    add_config_flags(p, DecodeSettings, only=("device", "precision"))
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_make_chat_data)
 
@@ -321,13 +258,7 @@ def _add_hidden_states(sub):
     p.add_argument(
         "--shard-size", type=int, default=64, help="samples per safetensors shard (a resumed run keeps whole shards)"
     )
-    p.add_argument("--device", help="auto, cpu, cuda or mps")
-    p.add_argument(
-        "--precision",
-        default="auto",
-        help="the target's weights: auto (fp32 on a CPU without native bf16: "
-        "whole prompts are compute-bound; bf16/fp16 on GPUs), fp32, bf16, fp16 or int8 (x86 CPU)",
-    )
+    add_config_flags(p, DecodeSettings, only=("device", "precision"))
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_hidden_states)
 
@@ -355,92 +286,12 @@ def _add_speculate(sub):
     )
     p.add_argument("--top-k", type=int, default=0, help="top-k of the target's sampling (0: off)")
     p.add_argument("--top-p", type=float, default=1.0, help="top-p of the target's sampling")
-    p.add_argument(
-        "--num-draft-tokens",
-        type=int,
-        default=None,
-        help="drafts verified per cycle (default: 3 on a CPU; elsewhere EAGLE-3 5, DFlash block_size-1)",
-    )
-    _add_speculate_decoder_flags(p)
+    add_config_flags(p, DecodeSettings)  # the machine, the precisions, the products and the cycle
     p.add_argument("--baseline", action="store_true", help="also time plain decoding at temperature > 0")
     p.add_argument("--output", help="write the JSON here too")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
-    _add_speculate_machine_flags(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(fn=cmd_speculate)
-
-# %% ../../nbs/25_draft_cli.ipynb #07214eed
-def _add_speculate_decoder_flags(p):
-    "How `speculate` drafts and verifies: the tree, the cut, the lookup branch and the runner-up leaves."
-    p.add_argument(
-        "--tree-nodes",
-        type=int,
-        default=0,
-        help="EAGLE-3: verify a dynamic tree of this many nodes (0: a chain); depth = --num-draft-tokens",
-    )
-    p.add_argument(
-        "--tree-top-k", type=int, default=4, help="EAGLE-3 tree: children expanded per node and nodes kept per depth"
-    )
-    p.add_argument(
-        "--min-confidence",
-        type=float,
-        default=0.0,
-        help="chain and DFlash: stop a cycle's drafts before one (after the first) that the drafter gives less than "
-        "this probability (0: never)",
-    )
-    p.add_argument(
-        "--lookup-branch",
-        type=int,
-        default=0,
-        help="also verify prompt lookup's continuation of this many tokens beside the drafts, as a second branch of "
-        "one tree (0: none; greedy or point-mass drafts only)",
-    )
-    p.add_argument(
-        "--lookup-store",
-        default="",
-        help="a JSONL of conversations (e.g. the drafter's training data, runs/r6/chat/train.jsonl) whose n-grams "
-        "feed the lookup branch where the answer's context has no match (needs --lookup-branch)",
-    )
-    p.add_argument(
-        "--runner-up",
-        type=float,
-        default=0.0,
-        help="EAGLE-3 chain, greedy: also verify a draft's runner-up, as a leaf beside it, when the drafter gives "
-        "its path (the drafts before it, then it) at least this probability (0: none)",
-    )
-
-# %% ../../nbs/25_draft_cli.ipynb #45dac45a
-def _add_speculate_machine_flags(p):
-    "Where and how `speculate` computes: the device, the precision and the CPU products."
-    p.add_argument("--device", help="auto, cpu, cuda or mps")
-    p.add_argument(
-        "--draft-precision",
-        default="same",
-        help="the drafter's weights: same (as the target), fp32, bf16, or int8 (fp32 weights, int8 products; x86 CPU); "
-        "the target still verifies every draft, so the output does not change (lesson 08)",
-    )
-    p.add_argument(
-        "--precision",
-        default="auto",
-        help="weights of the target (and of the drafter, unless --draft-precision): auto (bf16 on GPUs; fp32 on a "
-        "CPU: no faster in bf16 there), fp32, bf16, fp16 (GPU) or int8 (x86 CPU: int8 linears, a slightly different "
-        "model; lesson 29)",
-    )
-    p.add_argument(
-        "--one-row", action="store_true", help="one row as two, (W x^T)^T: faster where the one-row kernel is slow"
-    )
-    p.add_argument(
-        "--packed",
-        action="store_true",
-        help="--one-row, and 3-128 rows (bf16: 1-128) through oneDNN with weights packed for a few rows: cheaper "
-        "verification where MKL's few-row kernels are slow (measure with bench/few_rows_matmul.py)",
-    )
-    p.add_argument(
-        "--auto-products",
-        action="store_true",
-        help="time the target's products on this machine (about a second) and choose --one-row and --packed by them; "
-        "the JSON reports the choice as products",
-    )
 
 # %% ../../nbs/25_draft_cli.ipynb #2c6e3226
 def add_draft_commands(sub):

@@ -12,7 +12,7 @@ from ..core.checkpoint import atomic_write_text, read_events
 from ..core.config import ExperimentConfig, add_config_flags, apply_overrides, apply_settings, load_config
 from ..core.config import settings_from_flags, to_dict, to_toml, validate
 from ..text.data import DataError, PackedData, known_word_fraction, prepare_data
-from ..core.device import KitError, inference_precision, launched_world_size, resolve_device
+from ..core.device import KitError, launched_world_size, resolve_device
 from ..text.tokenizer import tokenizer_sha256
 from ..mdlm.diffusion import text_ar_nll, text_elbo
 from ..mdlm.sampling import SAMPLERS, ar_generate, decode, generate, load_inference, objective_of
@@ -490,19 +490,15 @@ def playground_setup(args):
     roots = list(args.allow_dir) or [str(Path(ckpt).resolve().parent)] * bool(ckpt) + ["runs"] * Path("runs").is_dir()
     if bool(args.target) != bool(args.draft):
         raise UsageError("--target and --draft go together: pass both, or neither.")
-    dev = resolve_device(args.device or "auto")
-    target = draft = None
-    if args.target:
-        from mdlm_kit.drafts.speculate import load_draft
-        from mdlm_kit.drafts.targets import decoding_target, digests_match
-        from mdlm_kit.drafts.speculate import tokens_per_cycle
-        from mdlm_kit.core.device import cast_weights
+    from mdlm_kit.drafts.speculate import DecodeSettings, prepare_decoding
 
-        draft = load_draft(args.draft, device=dev)
-        n = tokens_per_cycle(draft)
-        prec = inference_precision(args.precision, dev, n, verifies=True)  # one for target and drafter
-        target = decoding_target(args.target, dev, prec)
-        cast_weights(draft, prec.dtype)
+    s = apply_settings(DecodeSettings(), settings_from_flags(args))
+    dev = resolve_device(s.device)
+    target = draft = None
+    if args.target:  # the set-up `speculate` uses (21_speculate): one precision for target and drafter, one cast
+        from mdlm_kit.drafts.targets import digests_match
+
+        target, draft, _ = prepare_decoding(args.target, args.draft, s)
         if not digests_match(getattr(draft.config, "target_digest", ""), target.digest()):
             raise UsageError(f"the drafter in {args.draft!r} was trained for another target than {args.target!r}.")
     return Playground(ckpt, roots, target, draft, device=dev)
@@ -609,6 +605,9 @@ def _add_eval(sub):
     p.set_defaults(fn=cmd_eval)
 
 # %% ../../nbs/26_cli.ipynb #76f18ddf
+_PLAYGROUND_FLAGS = ("device", "precision", "draft_precision", "one_row", "packed", "auto_products")
+
+
 def _add_playground(sub):
     "The `mdlm-kit playground` command and its flags."
     p = sub.add_parser(
@@ -632,12 +631,9 @@ def _add_playground(sub):
     )
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=7860, help="port (default 7860)")
-    p.add_argument("--device", help="auto, cpu, cuda or mps")
-    p.add_argument(
-        "--precision",
-        default="auto",
-        help="weights of --target and --draft: auto (see `mdlm-kit speculate -h`), fp32, bf16, fp16 (GPU), int8 (CPU)",
-    )
+    from mdlm_kit.drafts.speculate import DecodeSettings  # the speculative tab decodes as `speculate` does
+
+    add_config_flags(p, DecodeSettings, only=_PLAYGROUND_FLAGS)
     p.set_defaults(fn=cmd_playground)
 
 # %% ../../nbs/26_cli.ipynb #8d014646

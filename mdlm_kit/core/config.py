@@ -309,7 +309,8 @@ def config_fields(cls) -> list[tuple[str, Any]]:
 
 
 def _type_name(f) -> str:
-    return f.type if isinstance(f.type, str) else f.type.__name__
+    "The field's type as the checks name it: `int` for `int | None` too (a None default means 'chosen for you')."
+    return (f.type if isinstance(f.type, str) else f.type.__name__).removesuffix(" | None")
 
 
 def apply_settings(cfg, values: dict):
@@ -324,7 +325,8 @@ def apply_settings(cfg, values: dict):
         obj = out
         for part in path:
             obj = getattr(obj, part)
-        setattr(obj, name, _coerce(value, _type_name(known[key]), key))
+        optional = value is None and known[key].default is None
+        setattr(obj, name, value if optional else _coerce(value, _type_name(known[key]), key))
     return out
 
 

@@ -7,21 +7,27 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/speculate.html.md"""
 # %% ../../nbs/21_speculate.ipynb #8c065ae4
 from __future__ import annotations
 import json
+from dataclasses import dataclass
 from pathlib import Path
 import torch
-from ..core.device import cast_weights, draft_dtype, note_once
-from ..core.layers import Int8Linear, int8_lacks, int8_linear_available, int8_linears
+from fastcore.basics import patch
+from ..core.config import ConfigError, setting
+from ..core.device import DRAFT_PRECISIONS, cast_weights, draft_dtype, inference_precision, note_once
+from ..core.device import resolve_device
+from ..core.layers import Int8Linear, choose_products, few_rows_linears, int8_lacks, int8_linear_available
+from ..core.layers import int8_linears
 from .chat_data import embedded_prompts, heldout_prompts, load_conversations, normalize_conversation
 from .chat_data import tokenize_conversation
 from .dflash import DFlashDraftModel, DFlashProposer, is_dflash_config
 from .eagle3 import Eagle3DraftModel, Eagle3Proposer, Eagle3TreeProposer
 from .speculative import LookupBranchProposer, NgramStore, SpeculativeError, plain_decode
 from .speculative import speculative_decode, summarize_runs
-from .targets import SamplingParams, digests_match
+from .targets import SamplingParams, decoding_target, digests_match
 
 # %% auto #0
 __all__ = ['CPU_DRAFT_TOKENS', 'INT8_KEEP', 'default_draft_tokens', 'tokens_per_cycle', 'load_draft', 'set_draft_precision',
-           'draft_precision', 'make_proposer', 'load_prompts', 'chat_ids', 'lookup_store', 'speculate']
+           'draft_precision', 'make_proposer', 'load_prompts', 'chat_ids', 'lookup_store', 'speculate',
+           'DecodeSettings', 'prepare_decoding']
 
 # %% ../../nbs/21_speculate.ipynb #2b1ce130
 CPU_DRAFT_TOKENS = 3  # on a CPU, 4 tokens verify for about 1.2 decode steps, 6-8 for 1.5-1.8 (bench/few_rows_matmul.py)
@@ -228,3 +234,121 @@ def speculate(
         }
     )
     return out
+
+# %% ../../nbs/21_speculate.ipynb #6ba757ce
+@dataclass
+class DecodeSettings:
+    "How a target and its drafter decode: the machine side (device, precisions, products) and what a cycle verifies."
+
+    device: str = setting("auto", "auto (CUDA > MPS > CPU), cpu, cuda or mps")
+    precision: str = setting(
+        "auto",
+        "the target's weights while decoding (and the drafter's, unless --draft-precision): auto (inference_precision: "
+        "bf16 on GPUs; fp32 on a CPU without native bf16, and for the batches and whole prompts that are "
+        "compute-bound there), fp32, bf16, fp16 (GPU) or int8 (x86 CPU: int8 linears, a slightly different model; "
+        "lesson 29)",
+    )
+    draft_precision: str = setting(
+        "same",
+        "the drafter's weights: same (as the target), fp32, bf16, or int8 (fp32 weights, int8 products; x86 CPU); the "
+        "target still verifies every draft, so the output does not change (lesson 08)",
+    )
+    one_row: bool = setting(False, "one row as two, (W x^T)^T: faster where the one-row kernel is slow")
+    packed: bool = setting(
+        False,
+        "--one-row, and 3-128 rows (bf16: 1-128) through oneDNN with weights packed for a few rows: cheaper "
+        "verification where MKL's few-row kernels are slow (measure with bench/few_rows_matmul.py)",
+    )
+    auto_products: bool = setting(
+        False, "time the target's products here (about a second) and choose --one-row and --packed by them"
+    )
+    num_draft_tokens: int | None = setting(
+        None, "drafts verified per cycle (default: 3 on a CPU; elsewhere EAGLE-3 5, DFlash block_size-1)"
+    )
+    tree_nodes: int = setting(0, "EAGLE-3: verify a dynamic tree of this many nodes (0: a chain); depth: the drafts")
+    tree_top_k: int = setting(4, "EAGLE-3 tree: children expanded per node and nodes kept per depth")
+    min_confidence: float = setting(
+        0.0,
+        "chain and DFlash: stop a cycle's drafts before one (after the first) that the drafter gives less than this "
+        "probability (0: never)",
+    )
+    lookup_branch: int = setting(
+        0,
+        "also verify prompt lookup's continuation of this many tokens beside the drafts, as a second branch of one "
+        "tree (0: none; greedy or point-mass drafts only)",
+    )
+    lookup_store: str = setting(
+        "",
+        "a JSONL of conversations (e.g. the drafter's training data) whose n-grams feed the lookup branch where the "
+        "answer's context has no match (needs --lookup-branch)",
+    )
+    runner_up: float = setting(
+        0.0,
+        "EAGLE-3 chain, greedy: also verify a draft's runner-up, as a leaf beside it, when the drafter gives its path "
+        "(the drafts before it, then it) at least this probability (0: none)",
+    )
+
+# %% ../../nbs/21_speculate.ipynb #e400328f
+@patch
+def problems(self: DecodeSettings) -> list[str]:
+    "What is wrong with these settings, each as the flag, its rule and the value (empty: nothing)."
+    rules = [
+        (
+            "num-draft-tokens",
+            self.num_draft_tokens,
+            self.num_draft_tokens is None or self.num_draft_tokens >= 1,
+            "at least 1",
+        ),
+        ("tree-nodes", self.tree_nodes, self.tree_nodes >= 0, "0 (a chain) or more"),
+        ("tree-top-k", self.tree_top_k, self.tree_top_k >= 1, "at least 1"),
+        ("min-confidence", self.min_confidence, 0 <= self.min_confidence <= 1, "in [0, 1]"),
+        ("lookup-branch", self.lookup_branch, self.lookup_branch >= 0, "0 (none) or more"),
+        (
+            "lookup-store",
+            self.lookup_store,
+            not self.lookup_store or self.lookup_branch > 0,
+            "given with --lookup-branch N > 0 (it feeds that branch)",
+        ),
+        ("runner-up", self.runner_up, 0 <= self.runner_up < 1, "in [0, 1)"),
+        (
+            "auto-products",
+            self.auto_products,
+            not (self.auto_products and (self.one_row or self.packed)),
+            "given alone (it chooses --one-row and --packed)",
+        ),
+        (
+            "draft-precision",
+            self.draft_precision,
+            self.draft_precision in DRAFT_PRECISIONS,
+            ", ".join(DRAFT_PRECISIONS[:-1]) + " or " + DRAFT_PRECISIONS[-1],
+        ),
+    ]
+    bad = [f"--{n} must be {rule}, not {v}" for n, v, ok, rule in rules if not ok]
+    if self.lookup_store and not Path(self.lookup_store).is_file():  # before the target loads: a typo costs nothing
+        bad.append(f"--lookup-store {self.lookup_store!r} does not exist")
+    return bad
+
+# %% ../../nbs/21_speculate.ipynb #8b3baa5f
+def prepare_decoding(target: str, draft_dir, s: DecodeSettings):
+    """The target and its drafter as `s` says: the target in the precision that verifies exactly, the drafter in it
+    too unless `s.draft_precision`, both with the CPU products `s` asks for (or `choose_products` measures); returns
+    (target, drafter, the products' name). Nothing else switches a decoding target's kernels."""
+    if bad := s.problems():
+        raise ConfigError("; ".join(bad) + ".")
+    dev = resolve_device(s.device)
+    draft = load_draft(draft_dir, device=dev)
+    if s.runner_up > 0 and (s.tree_nodes or not isinstance(draft, Eagle3DraftModel)):
+        raise ConfigError(
+            "--runner-up is for an EAGLE-3 chain (DFlash drafts one block, a tree verifies several children already); "
+            "drop --runner-up, or pass an EAGLE-3 drafter without --tree-nodes."
+        )
+    n = tokens_per_cycle(draft, s.num_draft_tokens, s.tree_nodes, s.lookup_branch, s.runner_up)
+    prec = inference_precision(s.precision, dev, n, verifies=True)
+    tgt = decoding_target(target, dev, prec)
+    set_draft_precision(draft, s.draft_precision, prec.dtype)  # int8 linears stay int8 under --packed
+    one_row, packed = s.one_row, s.packed
+    if s.auto_products:  # timed here, on the target's linears (08_layers)
+        one_row, packed = (choose_products(tgt.model)[k] for k in ("one_row", "packed"))
+    if one_row or packed:  # the same products for plain decoding, verification and drafting (08_layers)
+        few_rows_linears(tgt.model, draft, one_row=True, packed=packed)
+    return tgt, draft, "packed" if packed else "one-row" if one_row else "plain"
