@@ -13,32 +13,16 @@ from ..drafts.dflash import build_target_layer_ids
 from ..core.config import ConfigError, add_config_flags, apply_settings, settings_from_flags
 from ..core.device import launched_world_size
 from ..drafts.speculate import DecodeSettings
+from ..drafts.speculative import drafters
 
 # %% auto #0
-__all__ = ['DFLASH_ONLY', 'EAGLE3_ONLY', 'EAGLE3_DEFAULTS', 'config_from_args', 'one_device_only', 'cmd_train_draft',
-           'cmd_make_chat_data', 'cmd_hidden_states', 'cmd_speculate', 'add_draft_commands']
+__all__ = ['config_from_args', 'one_device_only', 'cmd_train_draft', 'cmd_make_chat_data', 'cmd_hidden_states', 'cmd_speculate',
+           'add_draft_commands']
 
 # %% ../../nbs/25_draft_cli.ipynb #f90e3646
-DFLASH_ONLY = (
-    "block_size",
-    "num_draft_layers",
-    "num_feature_layers",
-    "target_layer_ids",
-    "mask_token_id",
-    "num_anchors",
-    "loss_type",
-    "loss_decay_gamma",
-    "dpace_alpha",
-    "attention_backend",
-)
-EAGLE3_ONLY = ("ttt_length", "draft_vocab_size", "eagle_aux_hidden_state_layer_ids", "init_head_from_target")
-# the reference EAGLE-3 recipe's own defaults (SpecForge configs; the EAGLE paper uses lr 5e-5 and clipping 0.5)
-EAGLE3_DEFAULTS = {"learning_rate": 1e-4, "warmup_ratio": 0.015, "max_grad_norm": 0.5}
-
-
 def config_from_args(args, algorithm: str = "dflash") -> DraftTrainConfig:
-    "The drafter's settings: the defaults, the algorithm's own (`EAGLE3_DEFAULTS`), then the flags given."
-    base = DraftTrainConfig.from_flags(**(EAGLE3_DEFAULTS if algorithm == "eagle3" else {}))
+    "The drafter's settings: the shared defaults, the drafter's own (`Drafter.defaults`), then the flags given."
+    base = DraftTrainConfig.from_flags(**drafters()[algorithm].defaults)
     return apply_settings(base, settings_from_flags(args))
 
 # %% ../../nbs/25_draft_cli.ipynb #f26f7e6c
@@ -295,18 +279,17 @@ def _add_speculate(sub):
 
 # %% ../../nbs/25_draft_cli.ipynb #2c6e3226
 def add_draft_commands(sub):
-    "Register the drafter commands (make-chat-data, hidden-states, speculate, train-dflash/-eagle3) on the parser."
+    "The drafter commands: make-chat-data, hidden-states, speculate, and train-NAME for each registered drafter."
     _add_make_chat_data(sub)
     _add_hidden_states(sub)
     _add_speculate(sub)
-    for algo, desc in (
-        ("dflash", "Train a DFlash block-diffusion drafter"),
-        ("eagle3", "Train an EAGLE-3 drafter with training-time test"),
-    ):
+    for name, d in drafters().items():
+        if d.recipe is None:  # a drafter that only decodes has no trainer
+            continue
         p = sub.add_parser(
-            f"train-{algo}",
-            help=desc.lower().replace("train a", "train a").split(" with")[0] + " against a target",
-            description=f"{desc}, online (live target) or offline (saved features).",
+            f"train-{name}",
+            help=f"train {d.title} against a target",
+            description=f"Train {d.title}, online (live target) or offline (saved features).",
         )
         p.add_argument(
             "--output-dir", required=True, help="run directory (train_config.json, events.jsonl, checkpoints/, draft/)"
@@ -315,6 +298,6 @@ def add_draft_commands(sub):
         p.add_argument("--max-run-steps", type=int, help="stop safely after this many steps in this invocation")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.add_argument("--tp-size", type=int, default=1, help="tensor-parallel size: 1 (larger: SpecForge's job)")
-        only_other = EAGLE3_ONLY if algo == "dflash" else DFLASH_ONLY
-        add_config_flags(p, DraftTrainConfig, skip=only_other, defaults=EAGLE3_DEFAULTS if algo == "eagle3" else None)
-        p.set_defaults(fn=cmd_train_draft, algorithm=algo)
+        others = {k for o in drafters().values() if o is not d for k in o.settings} - set(d.settings)
+        add_config_flags(p, DraftTrainConfig, skip=others, defaults=d.defaults)  # only its own settings, its defaults
+        p.set_defaults(fn=cmd_train_draft, algorithm=name)

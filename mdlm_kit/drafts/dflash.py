@@ -14,15 +14,16 @@ import torch.nn.functional as F
 from ..core.checkpoint import CheckpointError, load_model_dir, save_model_dir
 from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.device import KitError, cast_weights
-from .targets import flatten_draft_config, rotary_embedding, target_shape
-from .speculative import Proposal, Proposer
+from .targets import feature_scaled_init_, flatten_draft_config, read_draft_config, rotary_embedding
+from .targets import target_shape
+from .speculative import Drafter, Proposal, Proposer, register_drafter
 
 # %% auto #0
-__all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ARCHITECTURE', 'LEGACY_MODEL_TYPE', 'ATTENTION_BACKENDS', 'DFlashError',
+__all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ARCHITECTURE', 'LEGACY_MODEL_TYPE', 'ATTENTION_BACKENDS', 'DFLASH', 'DFlashError',
            'build_target_layer_ids', 'sample_anchors', 'dflash_blocks', 'dflash_mask_mod', 'dflash_attention_mask',
            'dflash_position_weights', 'DFlashConfig', 'BlockStructure', 'DFlashAttention', 'DFlashLayer',
            'DFlashDraftModel', 'reference_config', 'is_dflash_config', 'block_metrics', 'dflash_forward', 'draft_block',
-           'DFlashContextCache', 'DFlashProposer']
+           'DFlashContextCache', 'DFlashProposer', 'DFlashRecipe', 'dflash_proposer']
 
 # %% ../../nbs/17_dflash.ipynb #c680a109
 class DFlashError(KitError, ValueError):
@@ -619,3 +620,91 @@ class DFlashProposer(Proposer):
 
     def commit(self, new, features):
         self.cache.extend(features.float())  # b and the accepted drafts
+
+# %% ../../nbs/17_dflash.ipynb #7d2d0a61
+class DFlashRecipe:
+    "DFlash: random anchors per sample and epoch, one pass over all blocks, decayed or D-PACE weighted CE."
+
+    name = "dflash"
+
+    def __init__(self, cfg, target_config, mask_token_id: int, target_digest: str):
+        dc = DFlashConfig.from_target(
+            target_config,
+            mask_token_id=mask_token_id,
+            num_draft_layers=cfg.model.num_draft_layers,
+            block_size=cfg.model.block_size,
+            target_layer_ids=cfg.model.target_layer_ids or None,
+            num_feature_layers=cfg.model.num_feature_layers,
+            attention_backend=cfg.model.attention_backend,
+            target_digest=target_digest,
+        )
+        if cfg.model.draft_config_path:
+            dc = read_draft_config(cfg.model.draft_config_path, dc).validate()
+        self.cfg, self.model = cfg, DFlashDraftModel(dc)
+        if self.model.mask_embedding is not None:
+            self.mask_init = True
+
+    @property
+    def layer_ids(self):
+        return list(self.model.config.target_layer_ids)
+
+    def min_loss_tokens(self):
+        return 2 * self.model.config.block_size
+
+    def init_from_tables(self, tables):
+        if self.model.mask_embedding is not None:  # a new mask row starts at the mean embedding
+            with torch.no_grad():
+                self.model.mask_embedding.copy_(tables.embed_weight.float().mean(0))
+
+    def prepare(self, train_set, cache_dir, data_id):
+        pass
+
+    def init_from_features(self, hidden):
+        feature_scaled_init_(self.model.fc, hidden)
+
+    def loss(self, tables, input_ids, loss_mask, hidden, seeds, target_top1=None) -> dict:
+        c = self.cfg
+        anchors, keep = sample_anchors(loss_mask, c.loss.num_anchors, seeds)
+        return dflash_forward(
+            self.model,
+            tables,
+            input_ids,
+            loss_mask,
+            hidden,
+            anchors,
+            keep,
+            loss_type=c.loss.loss_type,
+            gamma=c.loss.loss_decay_gamma or None,
+            alpha=c.loss.dpace_alpha,
+        )
+
+# %% ../../nbs/17_dflash.ipynb #725e8045
+def dflash_proposer(draft, tables, k: int, tree_nodes=0, tree_top_k=4, min_confidence=0.0, runner_up=0.0):
+    "The decoder of one block a cycle: `k` slots verified, cut before a slot the drafter doubts (`min_confidence`)."
+    return DFlashProposer(draft, tables, k, min_confidence)
+
+
+DFLASH = register_drafter(
+    Drafter(
+        name="dflash",
+        label="DFlash",
+        title="a DFlash block-diffusion drafter",
+        model=DFlashDraftModel,
+        recognises=is_dflash_config,
+        proposer=dflash_proposer,
+        default_draft_tokens=lambda draft: draft.config.block_size - 1,
+        recipe=DFlashRecipe,
+        settings=(
+            "block_size",
+            "num_draft_layers",
+            "num_feature_layers",
+            "target_layer_ids",
+            "mask_token_id",
+            "num_anchors",
+            "loss_type",
+            "loss_decay_gamma",
+            "dpace_alpha",
+            "attention_backend",
+        ),
+    )
+)

@@ -6,22 +6,26 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/eagle3.html.md"""
 
 # %% ../../nbs/18_eagle3.ipynb #bd59c716
 from __future__ import annotations
+import hashlib
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from fastcore.basics import patch
-from ..core.checkpoint import CheckpointError, load_model_dir, save_model_dir
+from ..core.checkpoint import CheckpointError, atomic_torch_save, load_model_dir, safe_torch_load, save_model_dir
 from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.device import KitError, cast_weights
-from .targets import SamplingParams, draw, rotary_embedding, target_probs, target_shape
-from .speculative import Proposal, Proposer, add_runner_ups
+from .targets import SamplingParams, draw, feature_scaled_init_, read_draft_config, rotary_embedding
+from .targets import target_probs, target_shape
+from .speculative import Drafter, Proposal, Proposer, add_runner_ups, register_drafter
 
 # %% auto #0
-__all__ = ['MODEL_TYPE', 'ARCHITECTURE', 'Eagle3Error', 'default_aux_layer_ids', 'build_vocab_mapping', 'ttt_attention_mask',
-           'ttt_step_weights', 'Eagle3Config', 'Eagle3Attention', 'Eagle3Layer', 'Eagle3DraftModel', 'shift_left',
-           'target_labels', 'eagle3_forward', 'draft_embed', 'walked_tau', 'chain_step_reference', 'Eagle3ContextCache',
-           'eagle3_propose', 'eagle3_tree_propose', 'Eagle3Proposer', 'Eagle3TreeProposer']
+__all__ = ['MODEL_TYPE', 'ARCHITECTURE', 'EAGLE3', 'Eagle3Error', 'default_aux_layer_ids', 'build_vocab_mapping',
+           'ttt_attention_mask', 'ttt_step_weights', 'Eagle3Config', 'Eagle3Attention', 'Eagle3Layer',
+           'Eagle3DraftModel', 'shift_left', 'target_labels', 'eagle3_forward', 'draft_embed', 'walked_tau',
+           'chain_step_reference', 'Eagle3ContextCache', 'eagle3_propose', 'eagle3_tree_propose', 'Eagle3Proposer',
+           'Eagle3TreeProposer', 'Eagle3Recipe', 'eagle3_proposer']
 
 # %% ../../nbs/18_eagle3.ipynb #bd7f9a97
 class Eagle3Error(KitError, ValueError):
@@ -560,3 +564,100 @@ class Eagle3TreeProposer(Eagle3Proposer):
         tree = eagle3_tree_propose(self.draft, self.cache, self.k, self.top_k, self.tree_nodes)
         ids = torch.tensor([t for t, _, _ in tree], device=self.cache.last.device)
         return Proposal(ids, parents=[p for _, p, _ in tree])
+
+# %% ../../nbs/18_eagle3.ipynb #d56e3a69
+class Eagle3Recipe:
+    "EAGLE-3: features of 3 target layers plus the last hidden state (for the target's distribution), TTT unrolled."
+
+    name = "eagle3"
+    step_accuracies = True  # the trainer logs acc_0..acc_{T-1}, one per TTT step, as the reference script does
+
+    def __init__(self, cfg, target_config, mask_token_id: int, target_digest: str):
+        V = target_config.vocab_size
+        ec = Eagle3Config.from_target(
+            target_config,
+            min(cfg.model.draft_vocab_size or V, V),
+            cfg.model.eagle_aux_hidden_state_layer_ids or None,
+            cfg.model.ttt_length,
+            target_digest,
+        )
+        if cfg.model.draft_config_path:
+            ec = read_draft_config(cfg.model.draft_config_path, ec)
+        self.cfg, self.model = cfg, Eagle3DraftModel(ec)
+
+    @property
+    def layer_ids(
+        self,
+    ):  # the last layer's output is transformers' final (normed) hidden state: the LM head gives the target's logits
+        c = self.model.config
+        return list(c.eagle_aux_hidden_state_layer_ids) + [c.num_target_layers - 1]
+
+    def min_loss_tokens(self):
+        return 2
+
+    @torch.no_grad()
+    def init_from_tables(self, tables):  # after `prepare`: the draft vocabulary is known
+        if self.cfg.model.init_head_from_target:
+            w = self.model.lm_head.weight
+            w.copy_(tables.head_weight[self.model.draft_ids().to(tables.head_weight.device)].to(w))
+
+    @torch.no_grad()
+    def init_from_features(self, hidden):
+        H = self.model.config.hidden_size
+        feature_scaled_init_(self.model.fc, hidden[..., : 3 * H])
+        if self.cfg.model.init_head_from_target:  # the target's final features set the norm's per-channel scale
+            last = hidden[..., 3 * H :].reshape(-1, H).float()
+            last = last[last.abs().sum(-1) > 0]  # padding rows are zeros
+            self.model.norm.weight.copy_(last.pow(2).mean(0).sqrt())
+
+    def prepare(self, train_set, cache_dir, data_id):
+        "The draft vocabulary from the training data, cached per data (and tokenizer) and size."
+        c = self.model.config
+        key = hashlib.sha256(f"{data_id}:{c.vocab_size}:{c.draft_vocab_size}".encode()).hexdigest()[:16]
+        path = Path(cache_dir) / f"vocab-{key}.pt"
+        try:
+            m = safe_torch_load(path, "vocabulary cache") if path.is_file() else None
+        except CheckpointError:
+            m = None
+        if m is None:
+            d2t, t2d = build_vocab_mapping(
+                (train_set[i] for i in range(len(train_set))), c.vocab_size, c.draft_vocab_size
+            )
+            atomic_torch_save({"d2t": d2t, "t2d": t2d}, path)
+            m = {"d2t": d2t, "t2d": t2d}
+        self.model.set_vocab(m["d2t"], m["t2d"])
+
+    def loss(self, tables, input_ids, loss_mask, hidden, seeds, target_top1=None) -> dict:
+        H = self.model.config.hidden_size
+        last = hidden[..., 3 * H :]
+        # with the target's saved top-1, only the draft vocabulary's columns of its head are needed (lesson 18)
+        rows = None if target_top1 is None else self.model.draft_ids().to(last.device)
+        logits = tables.logits(last, rows)
+        return eagle3_forward(
+            self.model, tables, input_ids, loss_mask, hidden[..., : 3 * H], logits, target_top1=target_top1
+        )
+
+# %% ../../nbs/18_eagle3.ipynb #4eddeacb
+def eagle3_proposer(draft, tables, k: int, tree_nodes=0, tree_top_k=4, min_confidence=0.0, runner_up=0.0):
+    "A chain of `k` drafts (with runner-up leaves when `runner_up` > 0), or a tree of `tree_nodes` nodes `k` deep."
+    if tree_nodes:
+        return Eagle3TreeProposer(draft, tables, depth=k, top_k=tree_top_k, tree_nodes=tree_nodes)
+    return Eagle3Proposer(draft, tables, k, min_confidence, runner_up)
+
+
+EAGLE3 = register_drafter(
+    Drafter(
+        name="eagle3",
+        label="EAGLE-3",
+        title="an EAGLE-3 drafter with training-time test",
+        model=Eagle3DraftModel,
+        recognises=lambda cfg: "LlamaForCausalLMEagle3" in cfg.get("architectures", []),
+        proposer=eagle3_proposer,
+        default_draft_tokens=lambda draft: 5,
+        recipe=Eagle3Recipe,
+        settings=("ttt_length", "draft_vocab_size", "eagle_aux_hidden_state_layer_ids", "init_head_from_target"),
+        defaults={"learning_rate": 1e-4, "warmup_ratio": 0.015, "max_grad_norm": 0.5},
+        runner_ups=True,
+        trees=True,
+    )
+)

@@ -18,9 +18,8 @@ from ..core.layers import Int8Linear, choose_products, few_rows_linears, int8_la
 from ..core.layers import int8_linears
 from .chat_data import embedded_prompts, heldout_prompts, load_conversations, normalize_conversation
 from .chat_data import tokenize_conversation
-from .dflash import DFlashDraftModel, DFlashProposer, is_dflash_config
-from .eagle3 import Eagle3DraftModel, Eagle3Proposer, Eagle3TreeProposer
-from .speculative import LookupBranchProposer, NgramStore, SpeculativeError, plain_decode
+from .speculative import LookupBranchProposer, NgramStore, SpeculativeError, drafter_of, drafters
+from .speculative import plain_decode
 from .speculative import speculative_decode, summarize_runs
 from .targets import SamplingParams, decoding_target, digests_match
 
@@ -36,7 +35,7 @@ CPU_DRAFT_TOKENS = 3  # on a CPU, 4 tokens verify for about 1.2 decode steps, 6-
 def default_draft_tokens(draft) -> int:
     """Drafts verified per cycle when none is asked for: the seeds' settings (a DFlash drafter's whole block,
     block_size-1; an EAGLE-3 chain of 5), capped at `CPU_DRAFT_TOKENS` for a drafter on a CPU."""
-    k = draft.config.block_size - 1 if isinstance(draft, DFlashDraftModel) else 5
+    k = drafter_of(draft).default_draft_tokens(draft)
     on_cpu = next(draft.parameters()).device.type == "cpu"
     return min(k, CPU_DRAFT_TOKENS) if on_cpu else k
 
@@ -54,13 +53,12 @@ def load_draft(path, device="cpu", dtype=torch.float32):
     """A saved DFlash or EAGLE-3 drafter, by its config.json, with its weights in `dtype` (that of the target it drafts
     for)."""
     cfg = json.loads((Path(path) / "config.json").read_text()) if (Path(path) / "config.json").is_file() else {}
-    if "LlamaForCausalLMEagle3" in cfg.get("architectures", []):
-        return Eagle3DraftModel.from_pretrained(path, device, dtype)
-    if is_dflash_config(cfg):
-        return DFlashDraftModel.from_pretrained(path, device, dtype)
+    for d in drafters().values():
+        if d.recognises(cfg):
+            return d.model.from_pretrained(path, device, dtype)
+    kinds = " or ".join(d.label for d in drafters().values())
     raise SpeculativeError(
-        f"{str(path)!r} is not a saved DFlash or EAGLE-3 drafter "
-        f"(no matching config.json); pass the run's draft/ directory."
+        f"{str(path)!r} is not a saved {kinds} drafter (no matching config.json); pass the run's draft/."
     )
 
 # %% ../../nbs/21_speculate.ipynb #d043756c
@@ -96,27 +94,23 @@ def make_proposer(
     runner_up: float = 0.0,
     lookup_store: NgramStore | None = None,
 ):
-    """The one choice of decoder: DFlash, or EAGLE-3 as a chain, or as a tree of `tree_nodes` nodes (depth =
-    `num_draft_tokens`, `tree_top_k` children per node). A chain or DFlash block is cut before a draft after the first
-    whose probability under the drafter is below `min_confidence` (0: never). `runner_up` > 0 adds beside each EAGLE-3
-    chain draft its runner-up when the drafter gives the runner-up's path at least that probability. A positive
-    `lookup_branch` grafts prompt lookup's continuation of that many tokens beside the drafts
-    (`LookupBranchProposer`), taken from `lookup_store` too where the context has none (`NgramStore`)."""
+    """The one choice of decoder, the registered drafter's (lesson 15): DFlash, or EAGLE-3 as a chain, or as a tree of
+    `tree_nodes` nodes (depth = `num_draft_tokens`, `tree_top_k` children per node). A chain or DFlash block is cut
+    before a draft after the first whose probability under the drafter is below `min_confidence` (0: never).
+    `runner_up` > 0 adds beside each EAGLE-3 chain draft its runner-up when the drafter gives the runner-up's path at
+    least that probability. A positive `lookup_branch` grafts prompt lookup's continuation of that many tokens beside
+    the drafts (`LookupBranchProposer`), taken from `lookup_store` too where the context has none (`NgramStore`)."""
     k = default_draft_tokens(draft) if num_draft_tokens is None else num_draft_tokens
     tables = tables.as_dtype(next(draft.parameters()).dtype)  # a drafter may draft in another precision
-    if runner_up > 0 and (isinstance(draft, DFlashDraftModel) or tree_nodes):
+    if lookup_store is not None and not lookup_branch:
+        raise SpeculativeError("a lookup store feeds the lookup branch; pass lookup_branch > 0 with it.")
+    d = drafter_of(draft)
+    if runner_up > 0 and (tree_nodes or not d.runner_ups):
         raise SpeculativeError(
             "runner_up is for the EAGLE-3 chain (a tree already verifies several children per node); "
             "pass runner_up=0, or an EAGLE-3 drafter without tree_nodes."
         )
-    if lookup_store is not None and not lookup_branch:
-        raise SpeculativeError("a lookup store feeds the lookup branch; pass lookup_branch > 0 with it.")
-    if isinstance(draft, DFlashDraftModel):
-        p = DFlashProposer(draft, tables, k, min_confidence)
-    elif tree_nodes:
-        p = Eagle3TreeProposer(draft, tables, depth=k, top_k=tree_top_k, tree_nodes=tree_nodes)
-    else:
-        p = Eagle3Proposer(draft, tables, k, min_confidence, runner_up)
+    p = d.proposer(draft, tables, k, tree_nodes, tree_top_k, min_confidence, runner_up)
     return LookupBranchProposer(p, lookup_branch, store=lookup_store) if lookup_branch else p
 
 # %% ../../nbs/21_speculate.ipynb #e1527678
@@ -226,7 +220,7 @@ def speculate(
             "n_prompts": len(prompts),
             "max_new_tokens": max_new_tokens,
             "temperature": sp.temperature,
-            "drafter": "dflash" if isinstance(draft, DFlashDraftModel) else ("eagle3-tree" if tree_nodes else "eagle3"),
+            "drafter": (d := drafter_of(draft)).name + ("-tree" if tree_nodes and d.trees else ""),
             "lookup_branch": lookup_branch,
             "lookup_store_tokens": 0 if lookup_store is None else len(lookup_store.tokens),
             "runner_up": runner_up,
@@ -337,7 +331,7 @@ def prepare_decoding(target: str, draft_dir, s: DecodeSettings):
         raise ConfigError("; ".join(bad) + ".")
     dev = resolve_device(s.device)
     draft = load_draft(draft_dir, device=dev)
-    if s.runner_up > 0 and (s.tree_nodes or not isinstance(draft, Eagle3DraftModel)):
+    if s.runner_up > 0 and (s.tree_nodes or not drafter_of(draft).runner_ups):
         raise ConfigError(
             "--runner-up is for an EAGLE-3 chain (DFlash drafts one block, a tree verifies several children already); "
             "drop --runner-up, or pass an EAGLE-3 drafter without --tree-nodes."

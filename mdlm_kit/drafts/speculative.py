@@ -6,17 +6,19 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/speculative.html.md"""
 
 # %% ../../nbs/15_speculative.ipynb #fbacc840
 from __future__ import annotations
-import time
+import importlib, time
 from dataclasses import dataclass, field
+from typing import Callable
 import torch
 from .targets import SamplingParams, draw, exact_rows, target_probs
 from ..core.device import KitError, synchronize
 
 # %% auto #0
-__all__ = ['SpeculativeError', 'accept_draft', 'verify', 'CachedTarget', 'DecodeResult', 'plain_decode', 'Proposal', 'Proposer',
-           'tree_mask', 'accept_tree', 'check_proposal', 'speculative_decode', 'PromptLookupProposer', 'NgramStore',
-           'graft', 'LookupBranchProposer', 'add_runner_ups', 'decode_tokens_per_s', 'summarize_runs',
-           'RecordingProposer', 'drafts_html']
+__all__ = ['DRAFTERS', 'DRAFTER_MODULES', 'SpeculativeError', 'accept_draft', 'verify', 'CachedTarget', 'DecodeResult',
+           'plain_decode', 'Proposal', 'Proposer', 'Drafter', 'register_drafter', 'drafters', 'drafter_of', 'tree_mask',
+           'accept_tree', 'check_proposal', 'speculative_decode', 'PromptLookupProposer', 'NgramStore', 'graft',
+           'LookupBranchProposer', 'add_runner_ups', 'decode_tokens_per_s', 'summarize_runs', 'RecordingProposer',
+           'drafts_html']
 
 # %% ../../nbs/15_speculative.ipynb #7a2bba9b
 class SpeculativeError(KitError, ValueError):
@@ -234,6 +236,49 @@ class Proposer:
     def commit(self, new: list[int], features: torch.Tensor | None):
         """A cycle's emitted tokens (accepted drafts, then the target's) and the target's features `(1, a+1, K*H)` at
         b and the accepted drafts."""
+
+# %% ../../nbs/15_speculative.ipynb #4ce18c4b
+@dataclass(frozen=True)
+class Drafter:
+    "What the kit needs of one kind of drafter; its module registers it (`register_drafter`)."
+
+    name: str  # the command `train-NAME`, the `drafter` of speculate's JSON, the checkpoint format
+    label: str  # its name in prose and messages: "DFlash"
+    title: str  # what it is, for help texts: "a DFlash block-diffusion drafter"
+    model: type  # its nn.Module class, with `from_pretrained`, `save_pretrained` and `config`
+    recognises: Callable[[dict], bool]  # a saved config.json is one of these
+    proposer: Callable  # (draft, tables, k, tree_nodes, tree_top_k, min_confidence, runner_up) -> Proposer
+    default_draft_tokens: Callable  # draft -> the drafts a cycle verifies when none is asked for (off a CPU)
+    recipe: type | None = None  # training: (DraftTrainConfig, target config, mask id, target digest) -> recipe
+    settings: tuple = ()  # the DraftTrainConfig settings only this drafter reads: flags of its train command alone
+    defaults: dict = field(default_factory=dict)  # its recipe's defaults where they differ from the shared ones
+    runner_ups: bool = False  # its chain can verify runner-up leaves (`add_runner_ups`)
+    trees: bool = False  # it can propose a tree of `tree_nodes` nodes
+
+
+DRAFTERS: dict[str, Drafter] = {}
+DRAFTER_MODULES = ["mdlm_kit.drafts.dflash", "mdlm_kit.drafts.eagle3"]  # the registry: each registers its Drafter
+
+
+def register_drafter(d: Drafter) -> Drafter:
+    "Make `d` known to training, decoding and the CLI, under `d.name`."
+    DRAFTERS[d.name] = d
+    return d
+
+
+def drafters() -> dict[str, Drafter]:
+    "Every registered kind of drafter, by name (the modules in `DRAFTER_MODULES` register theirs on import)."
+    for m in DRAFTER_MODULES:
+        importlib.import_module(m)
+    return DRAFTERS
+
+
+def drafter_of(model) -> Drafter:
+    "The registered kind a drafter model is."
+    for d in drafters().values():
+        if isinstance(model, d.model):
+            return d
+    raise SpeculativeError(f"{type(model).__name__} is not a registered drafter ({', '.join(DRAFTERS)}).")
 
 # %% ../../nbs/15_speculative.ipynb #c1a119b3
 def tree_mask(parents: list[int], prefix: int, device=None) -> torch.Tensor:

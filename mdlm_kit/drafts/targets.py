@@ -7,19 +7,20 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/targets.html.md"""
 # %% ../../nbs/14_targets.ipynb #2ef4e445
 from __future__ import annotations
 import hashlib, importlib.util, json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from fastcore.basics import patch
+from ..core.config import ConfigError
 from ..core.device import KitError
 from ..core.layers import few_rows_linear, few_rows_linears, int8_linears
 
 # %% auto #0
 __all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'LLAMA3_TEMPLATE', 'CHAT_TEMPLATES', 'ROW_ATTENTION_MAX', 'TargetError',
            'resolve_target', 'TargetOutput', 'weights_fingerprint', 'target_digest', 'digests_match', 'TargetModel',
-           'TargetEmbeddingsAndHead', 'target_shape', 'flatten_draft_config', 'rotary_embedding',
+           'TargetEmbeddingsAndHead', 'target_shape', 'flatten_draft_config', 'rotary_embedding', 'read_draft_config',
            'feature_scaled_init_', 'chat_template_from', 'tiny_tokenizer', 'tiny_target', 'row_attention', 'exact_rows',
            'rows_attention', 'int8_target', 'decoding_target', 'SamplingParams', 'target_probs', 'draw']
 
@@ -382,6 +383,27 @@ def rotary_embedding(cfg):
             rope_parameters=dict(cfg.rope_parameters),
         )
     )
+
+# %% ../../nbs/14_targets.ipynb #bb935f8c
+def read_draft_config(path, base):
+    """`base` (the config derived from the target) with the fields a draft config.json names: the kit's or SpecForge's
+    layout."""
+    raw = json.loads(Path(path).read_text())
+    flat = flatten_draft_config(raw)
+    for k in ("num_target_layers", "vocab_size"):  # facts about the target: they must agree
+        if k in raw and raw[k] != getattr(base, k):
+            raise ConfigError(
+                f"{path} was written for a target with {k} = {raw[k]}; this target has {getattr(base, k)}. "
+                "Use a draft config made for this target, or none (it is derived from the target)."
+            )
+    known = {k: v for k, v in flat.items() if k in type(base).__dataclass_fields__ and k != "target_digest"}
+    cfg = replace(base, **known)
+    L = cfg.num_target_layers
+    ids = getattr(cfg, "target_layer_ids", None) or getattr(cfg, "eagle_aux_hidden_state_layer_ids", [])
+    bad = [i for i in ids if not 0 <= i < L]
+    if bad:
+        raise ConfigError(f"{path}: target layer ids {bad} are out of range for this target's {L} layers (0..{L - 1}).")
+    return cfg
 
 # %% ../../nbs/14_targets.ipynb #f7402cfe
 @torch.no_grad()

@@ -9,50 +9,27 @@ from __future__ import annotations
 import difflib
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 import torch
 from fastcore.basics import patch
 from ..core.checkpoint import CheckpointError, CheckpointManager, resume_point
 from ..core.layers import lr_schedule, make_optimizer
 from ..core.config import DEVICE_HELP, PRECISION_HELP, ConfigError, setting
-from mdlm_kit.core.device import (
-    KitError,
-    autocast,
-    make_grad_scaler,
-    resolve_device,
-    resolve_precision,
-    seed_everything,
-)
+from ..core.device import KitError, autocast, make_grad_scaler, resolve_device, resolve_precision
+from ..core.device import seed_everything
 from ..core.loop import EventLog, TrainLoop, check_resume
-from mdlm_kit.drafts.targets import (
-    TargetModel,
-    chat_template_from,
-    flatten_draft_config,
-    TargetEmbeddingsAndHead,
-    TargetError,
-    digests_match,
-    feature_scaled_init_,
-)
+from .targets import TargetModel, TargetEmbeddingsAndHead, TargetError, chat_template_from
+from .targets import digests_match
 from .chat_data import build_chat_dataset, dataset_key
 from .features import HiddenStates, FeaturesError
-from mdlm_kit.drafts.dflash import (
-    DFlashConfig,
-    DFlashDraftModel,
-    DFlashError,
-    dflash_forward,
-    sample_anchors,
-    LOSS_TYPES,
-    ATTENTION_BACKENDS,
-)
-from .eagle3 import Eagle3Config, Eagle3DraftModel, build_vocab_mapping, eagle3_forward
-from ..core.checkpoint import atomic_torch_save, safe_torch_load
+from .dflash import DFlashError, LOSS_TYPES, ATTENTION_BACKENDS
+from .speculative import drafters
 
 # %% auto #0
-__all__ = ['SECTIONS', 'RESUME_MAY_CHANGE', 'RENAMED_SETTINGS', 'LEGACY_SETTINGS', 'RECIPES', 'TargetSettings', 'DataSettings',
+__all__ = ['SECTIONS', 'RESUME_MAY_CHANGE', 'RENAMED_SETTINGS', 'LEGACY_SETTINGS', 'TargetSettings', 'DataSettings',
            'DrafterSettings', 'LossSettings', 'DraftTrainingSettings', 'DraftTrainConfig', 'setting_sections',
-           'nest_settings', 'DraftTrainingError', 'resolve_mask_token_id', 'read_draft_config', 'DFlashRecipe',
-           'Eagle3Recipe', 'DraftTrainer', 'summarize']
+           'nest_settings', 'DraftTrainingError', 'resolve_mask_token_id', 'DraftTrainer', 'summarize']
 
 # %% ../../nbs/20_draft_train.ipynb #8301c9fb
 @dataclass
@@ -316,164 +293,10 @@ def resolve_mask_token_id(spec, tokenizer, vocab_size: int) -> int:
     n_tok = len(tokenizer) if tokenizer is not None else vocab_size
     return n_tok if n_tok < vocab_size else vocab_size
 
-# %% ../../nbs/20_draft_train.ipynb #7e3332ba
-def read_draft_config(path, base):
-    """`base` (the config derived from the target) with the fields a draft config.json names: the kit's or SpecForge's
-    layout."""
-    raw = json.loads(Path(path).read_text())
-    flat = flatten_draft_config(raw)
-    for k in ("num_target_layers", "vocab_size"):  # facts about the target: they must agree
-        if k in raw and raw[k] != getattr(base, k):
-            raise ConfigError(
-                f"{path} was written for a target with {k} = {raw[k]}; this target has {getattr(base, k)}. "
-                "Use a draft config made for this target, or none (it is derived from the target)."
-            )
-    known = {k: v for k, v in flat.items() if k in type(base).__dataclass_fields__ and k != "target_digest"}
-    cfg = replace(base, **known)
-    L = cfg.num_target_layers
-    ids = getattr(cfg, "target_layer_ids", None) or getattr(cfg, "eagle_aux_hidden_state_layer_ids", [])
-    bad = [i for i in ids if not 0 <= i < L]
-    if bad:
-        raise ConfigError(f"{path}: target layer ids {bad} are out of range for this target's {L} layers (0..{L - 1}).")
-    return cfg
-
-# %% ../../nbs/20_draft_train.ipynb #e3f17574
-class DFlashRecipe:
-    "DFlash: random anchors per sample and epoch, one pass over all blocks, decayed or D-PACE weighted CE."
-
-    name = "dflash"
-
-    def __init__(self, cfg: DraftTrainConfig, target_config, mask_token_id: int, target_digest: str):
-        dc = DFlashConfig.from_target(
-            target_config,
-            mask_token_id=mask_token_id,
-            num_draft_layers=cfg.model.num_draft_layers,
-            block_size=cfg.model.block_size,
-            target_layer_ids=cfg.model.target_layer_ids or None,
-            num_feature_layers=cfg.model.num_feature_layers,
-            attention_backend=cfg.model.attention_backend,
-            target_digest=target_digest,
-        )
-        if cfg.model.draft_config_path:
-            dc = read_draft_config(cfg.model.draft_config_path, dc).validate()
-        self.cfg, self.model = cfg, DFlashDraftModel(dc)
-        if self.model.mask_embedding is not None:
-            self.mask_init = True
-
-    @property
-    def layer_ids(self):
-        return list(self.model.config.target_layer_ids)
-
-    def min_loss_tokens(self):
-        return 2 * self.model.config.block_size
-
-    def init_from_tables(self, tables):
-        if self.model.mask_embedding is not None:  # a new mask row starts at the mean embedding
-            with torch.no_grad():
-                self.model.mask_embedding.copy_(tables.embed_weight.float().mean(0))
-
-    def prepare(self, train_set, cache_dir, data_id):
-        pass
-
-    def init_from_features(self, hidden):
-        feature_scaled_init_(self.model.fc, hidden)
-
-    def loss(self, tables, input_ids, loss_mask, hidden, seeds, target_top1=None) -> dict:
-        c = self.cfg
-        anchors, keep = sample_anchors(loss_mask, c.loss.num_anchors, seeds)
-        return dflash_forward(
-            self.model,
-            tables,
-            input_ids,
-            loss_mask,
-            hidden,
-            anchors,
-            keep,
-            loss_type=c.loss.loss_type,
-            gamma=c.loss.loss_decay_gamma or None,
-            alpha=c.loss.dpace_alpha,
-        )
-
-# %% ../../nbs/20_draft_train.ipynb #361cd4a0
-class Eagle3Recipe:
-    "EAGLE-3: features of 3 target layers plus the last hidden state (for the target's distribution), TTT unrolled."
-
-    name = "eagle3"
-
-    def __init__(self, cfg: DraftTrainConfig, target_config, mask_token_id: int, target_digest: str):
-        V = target_config.vocab_size
-        ec = Eagle3Config.from_target(
-            target_config,
-            min(cfg.model.draft_vocab_size or V, V),
-            cfg.model.eagle_aux_hidden_state_layer_ids or None,
-            cfg.model.ttt_length,
-            target_digest,
-        )
-        if cfg.model.draft_config_path:
-            ec = read_draft_config(cfg.model.draft_config_path, ec)
-        self.cfg, self.model = cfg, Eagle3DraftModel(ec)
-
-    @property
-    def layer_ids(
-        self,
-    ):  # the last layer's output is transformers' final (normed) hidden state: the LM head gives the target's logits
-        c = self.model.config
-        return list(c.eagle_aux_hidden_state_layer_ids) + [c.num_target_layers - 1]
-
-    def min_loss_tokens(self):
-        return 2
-
-    @torch.no_grad()
-    def init_from_tables(self, tables):  # after `prepare`: the draft vocabulary is known
-        if self.cfg.model.init_head_from_target:
-            w = self.model.lm_head.weight
-            w.copy_(tables.head_weight[self.model.draft_ids().to(tables.head_weight.device)].to(w))
-
-    @torch.no_grad()
-    def init_from_features(self, hidden):
-        H = self.model.config.hidden_size
-        feature_scaled_init_(self.model.fc, hidden[..., : 3 * H])
-        if self.cfg.model.init_head_from_target:  # the target's final features set the norm's per-channel scale
-            last = hidden[..., 3 * H :].reshape(-1, H).float()
-            last = last[last.abs().sum(-1) > 0]  # padding rows are zeros
-            self.model.norm.weight.copy_(last.pow(2).mean(0).sqrt())
-
-    def prepare(self, train_set, cache_dir, data_id):
-        "The draft vocabulary from the training data, cached per data (and tokenizer) and size."
-        import hashlib
-
-        c = self.model.config
-        key = hashlib.sha256(f"{data_id}:{c.vocab_size}:{c.draft_vocab_size}".encode()).hexdigest()[:16]
-        path = Path(cache_dir) / f"vocab-{key}.pt"
-        try:
-            m = safe_torch_load(path, "vocabulary cache") if path.is_file() else None
-        except CheckpointError:
-            m = None
-        if m is None:
-            d2t, t2d = build_vocab_mapping(
-                (train_set[i] for i in range(len(train_set))), c.vocab_size, c.draft_vocab_size
-            )
-            atomic_torch_save({"d2t": d2t, "t2d": t2d}, path)
-            m = {"d2t": d2t, "t2d": t2d}
-        self.model.set_vocab(m["d2t"], m["t2d"])
-
-    def loss(self, tables, input_ids, loss_mask, hidden, seeds, target_top1=None) -> dict:
-        H = self.model.config.hidden_size
-        last = hidden[..., 3 * H :]
-        # with the target's saved top-1, only the draft vocabulary's columns of its head are needed (lesson 18)
-        rows = None if target_top1 is None else self.model.draft_ids().to(last.device)
-        logits = tables.logits(last, rows)
-        return eagle3_forward(
-            self.model, tables, input_ids, loss_mask, hidden[..., : 3 * H], logits, target_top1=target_top1
-        )
-
-
-RECIPES = {"dflash": DFlashRecipe, "eagle3": Eagle3Recipe}
-
 # %% ../../nbs/20_draft_train.ipynb #1c709690
 class DraftTrainer(TrainLoop):
-    """Train a drafter (`algorithm` in RECIPES) described by `cfg` into `output_dir`; `resume` continues the newest
-    checkpoint."""
+    """Train a drafter (`algorithm`: a registered drafter's name, lesson 15) described by `cfg` into `output_dir`;
+    `resume` continues the newest checkpoint."""
 
     error = DraftTrainingError
     nonfinite_fix = "Lower --learning-rate or check the data, or pass --skip-nonfinite to skip such steps."
@@ -489,6 +312,8 @@ class DraftTrainer(TrainLoop):
         progress: bool = True,
         log=print,
     ):
+        if algorithm not in drafters():
+            raise ConfigError(f"unknown drafter {algorithm!r}: the registered ones are {', '.join(drafters())}.")
         self.cfg, self.out, self.algorithm = cfg.validate(), Path(output_dir), algorithm
         self.resume, self.max_run_steps, self.progress, self.log = resume, max_run_steps, progress, log
         self.desc, self.events = algorithm, EventLog(self.out / "events.jsonl")
@@ -572,7 +397,7 @@ def _build_model(self: DraftTrainer, tconf, digest: str, tok, fresh: bool):
     cfg = self.cfg
     mask_id = resolve_mask_token_id(cfg.model.mask_token_id, tok, self.tables.vocab_size)
     seed_everything(cfg.training.seed)
-    self.recipe = RECIPES[self.algorithm](cfg, tconf, mask_id, digest)
+    self.recipe = drafters()[self.algorithm].recipe(cfg, tconf, mask_id, digest)
     self.model = self.recipe.model.to(self.device)
     self.train_set, self.data_id = self._load_data(
         cfg.data.train_data_path, cfg.data.train_hidden_states_path, tok, digest
@@ -888,7 +713,7 @@ def summarize(agg: dict, algorithm: str = "dflash") -> dict:
         # EAGLE-3 logs acc_0..acc_{T-1} per TTT step, like the reference script
         **(
             {f"acc_{j}": round(float(x), 4) for j, x in enumerate(agg["pos_correct"] / cnt)}
-            if algorithm == "eagle3"
+            if getattr(drafters()[algorithm].recipe, "step_accuracies", False)
             else {}
         ),
     }
