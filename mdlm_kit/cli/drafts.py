@@ -153,23 +153,10 @@ def cmd_speculate(args):
     _check_speculate_flags(args, s)
     tgt, draft, products = prepare_decoding(args.target, args.draft, s)
     store = lookup_store(s.lookup_store, tgt.tokenizer) if s.lookup_store else None
-    res = speculate(
-        tgt,
-        draft,
-        load_prompts(args.prompts, args.num_prompts or None),
-        args.max_new_tokens,
-        SamplingParams(args.temperature, args.top_k, args.top_p),
-        s.num_draft_tokens,
-        args.baseline,
-        args.seed,
-        not args.no_progress,
-        tree_nodes=s.tree_nodes,
-        tree_top_k=s.tree_top_k,
-        min_confidence=s.min_confidence,
-        lookup_branch=s.lookup_branch,
-        runner_up=s.runner_up,
-        lookup_store=store,
-    )
+    prompts = load_prompts(args.prompts, args.num_prompts or None)
+    sp = SamplingParams(args.temperature, args.top_k, args.top_p)
+    progress = not args.no_progress
+    res = speculate(tgt, draft, prompts, args.max_new_tokens, sp, s, args.baseline, args.seed, progress, store)
     res["products"] = products
     text = json.dumps(res, indent=1)
     if args.output:

@@ -7,7 +7,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/speculate.html.md"""
 # %% ../../nbs/21_speculate.ipynb #8c065ae4
 from __future__ import annotations
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 import torch
 from fastcore.basics import patch
@@ -24,9 +24,9 @@ from .speculative import speculative_decode, summarize_runs
 from .targets import SamplingParams, decoding_target, digests_match
 
 # %% auto #0
-__all__ = ['CPU_DRAFT_TOKENS', 'INT8_KEEP', 'default_draft_tokens', 'tokens_per_cycle', 'load_draft', 'set_draft_precision',
-           'draft_precision', 'make_proposer', 'load_prompts', 'chat_ids', 'lookup_store', 'speculate',
-           'DecodeSettings', 'prepare_decoding']
+__all__ = ['CPU_DRAFT_TOKENS', 'INT8_KEEP', 'CYCLE', 'default_draft_tokens', 'tokens_per_cycle', 'load_draft',
+           'set_draft_precision', 'draft_precision', 'make_proposer', 'load_prompts', 'chat_ids', 'lookup_store',
+           'DecodeSettings', 'prepare_decoding', 'speculate']
 
 # %% ../../nbs/21_speculate.ipynb #2b1ce130
 CPU_DRAFT_TOKENS = 3  # on a CPU, 4 tokens verify for about 1.2 decode steps, 6-8 for 1.5-1.8 (bench/few_rows_matmul.py)
@@ -167,68 +167,6 @@ def lookup_store(path, tokenizer, max_n: int = 4, min_n: int = 2) -> NgramStore:
         [tokenize_conversation(tokenizer, c["messages"])["input_ids"].tolist() for c in convs], max_n, min_n
     )
 
-# %% ../../nbs/21_speculate.ipynb #77fb9fe2
-def speculate(
-    target,
-    draft,
-    prompts,
-    max_new_tokens: int = 64,
-    sp: SamplingParams = SamplingParams(),
-    num_draft_tokens: int | None = None,
-    baseline: bool = True,
-    seed: int = 0,
-    progress: bool = True,
-    tree_nodes: int = 0,
-    tree_top_k: int = 4,
-    min_confidence: float = 0.0,
-    lookup_branch: int = 0,
-    runner_up: float = 0.0,
-    lookup_store: NgramStore | None = None,
-) -> dict:
-    """Speculative decoding over chat prompts with the drafter's decoder (`make_proposer`); returns the metrics, with
-    `lossless` at temperature 0. `num_draft_tokens`: how deep a cycle goes (default: `default_draft_tokens`)."""
-    from tqdm.auto import tqdm
-
-    tok, tables = target.tokenizer, target.embeddings_and_head()
-    if not digests_match(getattr(draft.config, "target_digest", ""), target.digest()):
-        raise SpeculativeError(
-            "this drafter was trained for another target (other architecture or weights); pass the "
-            "target it was trained with, or train a drafter for this one."
-        )
-    eos = tok.eos_token_id
-    runs, base = [], []
-    for i, msgs in enumerate(tqdm(prompts, disable=not progress, desc="speculate")):
-        ids = chat_ids(tok, msgs)
-        proposer = make_proposer(
-            draft,
-            tables,
-            num_draft_tokens,
-            tree_nodes,
-            tree_top_k,
-            min_confidence,
-            lookup_branch,
-            runner_up,
-            lookup_store,
-        )
-        r = speculative_decode(target, proposer, ids, max_new_tokens, sp, seed + i, eos)
-        runs.append(r)
-        if baseline or sp.greedy:
-            base.append(plain_decode(target, ids, max_new_tokens, sp, seed + i, eos))
-    out = summarize_runs(runs, base or None, base if sp.greedy else None)
-    out.update(
-        {
-            "n_prompts": len(prompts),
-            "max_new_tokens": max_new_tokens,
-            "temperature": sp.temperature,
-            "drafter": (d := drafter_of(draft)).name + ("-tree" if tree_nodes and d.trees else ""),
-            "lookup_branch": lookup_branch,
-            "lookup_store_tokens": 0 if lookup_store is None else len(lookup_store.tokens),
-            "runner_up": runner_up,
-            "draft_dtype": draft_precision(draft),
-        }
-    )
-    return out
-
 # %% ../../nbs/21_speculate.ipynb #6ba757ce
 @dataclass
 class DecodeSettings:
@@ -346,3 +284,56 @@ def prepare_decoding(target: str, draft_dir, s: DecodeSettings):
     if one_row or packed:  # the same products for plain decoding, verification and drafting (08_layers)
         few_rows_linears(tgt.model, draft, one_row=True, packed=packed)
     return tgt, draft, "packed" if packed else "one-row" if one_row else "plain"
+
+# %% ../../nbs/21_speculate.ipynb #77fb9fe2
+CYCLE = ("num_draft_tokens", "tree_nodes", "tree_top_k", "min_confidence", "lookup_branch", "runner_up")
+
+
+def speculate(
+    target,
+    draft,
+    prompts,
+    max_new_tokens: int = 64,
+    sp: SamplingParams = SamplingParams(),
+    decoding: DecodeSettings | None = None,
+    baseline: bool = True,
+    seed: int = 0,
+    progress: bool = True,
+    lookup_store: NgramStore | None = None,
+    **cycle,
+) -> dict:
+    """Speculative decoding over chat prompts with the drafter's decoder (`make_proposer`); returns the metrics, with
+    `lossless` at temperature 0. What a cycle verifies is `decoding`'s (`DecodeSettings`), with `cycle` (its fields
+    by name, `num_draft_tokens=3`) replacing some."""
+    from tqdm.auto import tqdm
+
+    s = replace(decoding or DecodeSettings(), **cycle)
+    tok, tables = target.tokenizer, target.embeddings_and_head()
+    if not digests_match(getattr(draft.config, "target_digest", ""), target.digest()):
+        raise SpeculativeError(
+            "this drafter was trained for another target (other architecture or weights); pass the "
+            "target it was trained with, or train a drafter for this one."
+        )
+    eos = tok.eos_token_id
+    runs, base = [], []
+    for i, msgs in enumerate(tqdm(prompts, disable=not progress, desc="speculate")):
+        ids = chat_ids(tok, msgs)
+        proposer = make_proposer(draft, tables, **{k: getattr(s, k) for k in CYCLE}, lookup_store=lookup_store)
+        r = speculative_decode(target, proposer, ids, max_new_tokens, sp, seed + i, eos)
+        runs.append(r)
+        if baseline or sp.greedy:
+            base.append(plain_decode(target, ids, max_new_tokens, sp, seed + i, eos))
+    out = summarize_runs(runs, base or None, base if sp.greedy else None)
+    out.update(
+        {
+            "n_prompts": len(prompts),
+            "max_new_tokens": max_new_tokens,
+            "temperature": sp.temperature,
+            "drafter": (d := drafter_of(draft)).name + ("-tree" if s.tree_nodes and d.trees else ""),
+            "lookup_branch": s.lookup_branch,
+            "lookup_store_tokens": 0 if lookup_store is None else len(lookup_store.tokens),
+            "runner_up": s.runner_up,
+            "draft_dtype": draft_precision(draft),
+        }
+    )
+    return out
