@@ -98,6 +98,20 @@ CHROMIUM_MISSING = (
 )
 
 
+# what every tiny drafter test shares (the CPU, fp32, batches of 2); each test adds the settings it is about
+TINY_DRAFT = {"batch_size": 2, "eval_interval": 100, "device": "cpu", "precision": "fp32"}
+TINY_DFLASH = {"block_size": 4, "num_feature_layers": 2, "num_anchors": 6}
+TINY_EAGLE3 = {"ttt_length": 3, "draft_vocab_size": 64}
+TINY_STEPS = {"gradient_accumulation_steps": 2, "num_epochs": 2, "log_interval": 1, "save_interval": 2}
+
+
+def tiny_draft_config(chat, **settings):
+    "A drafter config for a tiny target on the CPU, trained on the chat file `chat`; `settings` add or replace."
+    from mdlm_kit.drafts.train import DraftTrainConfig
+
+    return DraftTrainConfig.from_flags(**{**TINY_DRAFT, "train_data_path": str(chat), **settings})
+
+
 def save_tiny_target_and_chat(directory: Path, arch: str = "llama", n: int = 6):
     """A tiny target saved to DIR/t and a chat file DIR/chat.jsonl of n conversations (Python's reference topics as
     answers)."""

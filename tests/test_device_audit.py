@@ -114,24 +114,13 @@ def test_trainer_steps_evaluation_and_checkpoints_name_their_devices(tmp_path, t
 
 
 def _draft_trainer(tmp_path, algorithm, **kw):
-    from conftest import save_tiny_target_and_chat
-    from mdlm_kit.drafts.train import DraftTrainConfig, DraftTrainer
+    from conftest import save_tiny_target_and_chat, tiny_draft_config
+    from mdlm_kit.drafts.train import DraftTrainer
 
     tgt = save_tiny_target_and_chat(tmp_path, "llama")
     extra = dict(block_size=4, num_feature_layers=2, num_anchors=4) if algorithm == "dflash" else dict(ttt_length=2)
-    cfg = DraftTrainConfig.from_flags(
-        train_data_path=str(tmp_path / "chat.jsonl"),
-        eval_data_path=str(tmp_path / "chat.jsonl"),
-        target_model_path=str(tmp_path / "t"),
-        batch_size=2,
-        max_steps=2,
-        eval_interval=2,
-        save_interval=2,
-        device="cpu",
-        precision="fp32",
-        **extra,
-        **kw,
-    )
+    run = {"eval_data_path": str(tmp_path / "chat.jsonl"), "target_model_path": str(tmp_path / "t"), "max_steps": 2}
+    cfg = tiny_draft_config(tmp_path / "chat.jsonl", **{**run, "eval_interval": 2, "save_interval": 2, **extra, **kw})
     return DraftTrainer(cfg, tmp_path / "run", algorithm=algorithm, target=tgt, progress=False, log=lambda *a: None)
 
 

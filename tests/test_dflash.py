@@ -4,6 +4,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 import pytest
+from conftest import TINY_DFLASH, TINY_STEPS, tiny_draft_config
 import torch
 from mdlm_kit.drafts.chat_data import ChatDataError, build_chat_dataset, load_conversations, tokenize_conversation
 from mdlm_kit.core.checkpoint import CheckpointError
@@ -123,24 +124,7 @@ def tiny(tmp_path_factory):
 
 
 def _cfg(chat, **kw):
-    base = dict(
-        train_data_path=str(chat),
-        block_size=4,
-        num_feature_layers=2,
-        num_anchors=6,
-        batch_size=2,
-        gradient_accumulation_steps=2,
-        num_epochs=2,
-        log_interval=1,
-        eval_interval=100,
-        save_interval=2,
-        device="cpu",
-        precision="fp32",
-        seed=3,
-        learning_rate=3e-3,
-    )
-    base.update(kw)
-    return DraftTrainConfig.from_flags(**base)
+    return tiny_draft_config(chat, **{**TINY_DFLASH, **TINY_STEPS, "seed": 3, "learning_rate": 3e-3, **kw})
 
 
 def _events(run, kind):

@@ -5,6 +5,7 @@
 import json
 from pathlib import Path
 import pytest
+from conftest import TINY_DFLASH, TINY_EAGLE3, tiny_draft_config
 import torch
 from mdlm_kit.core.checkpoint import safe_torch_load
 from mdlm_kit.drafts.train import DraftTrainConfig, DraftTrainer
@@ -20,25 +21,8 @@ def setup(tmp_path_factory):
 
 def _trainer(setup, out, algo, **kw):
     tgt, chat = setup
-    cfg = DraftTrainConfig.from_flags(
-        train_data_path=str(chat),
-        block_size=4,
-        num_feature_layers=2,
-        num_anchors=6,
-        batch_size=2,
-        num_epochs=1,
-        max_steps=5,
-        log_interval=1,
-        eval_interval=100,
-        save_interval=1,
-        device="cpu",
-        precision="fp32",
-        seed=3,
-        learning_rate=3e-3,
-        ttt_length=3,
-        draft_vocab_size=64,
-        **kw,
-    )
+    run = {"num_epochs": 1, "max_steps": 5, "log_interval": 1, "save_interval": 1, "seed": 3, "learning_rate": 3e-3}
+    cfg = tiny_draft_config(chat, **{**TINY_DFLASH, **TINY_EAGLE3, **run, **kw})
     tr = DraftTrainer(cfg, out, algo, target=tgt, progress=False, log=lambda *a: None)
     loss = tr.recipe.loss
 

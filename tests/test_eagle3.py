@@ -3,6 +3,7 @@
 import json, shutil
 from pathlib import Path
 import pytest
+from conftest import TINY_EAGLE3, TINY_STEPS, tiny_draft_config
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
@@ -84,24 +85,8 @@ def tiny(tmp_path_factory):
 
 
 def _cfg(chat, **kw):
-    base = dict(
-        train_data_path=str(chat),
-        ttt_length=3,
-        draft_vocab_size=64,
-        batch_size=2,
-        gradient_accumulation_steps=2,
-        num_epochs=2,
-        log_interval=1,
-        eval_interval=100,
-        save_interval=2,
-        device="cpu",
-        precision="fp32",
-        seed=1,
-        learning_rate=1e-3,
-        max_length=96,
-    )
-    base.update(kw)
-    return DraftTrainConfig.from_flags(**base)
+    own = {"seed": 1, "learning_rate": 1e-3, "max_length": 96}
+    return tiny_draft_config(chat, **{**TINY_EAGLE3, **TINY_STEPS, **own, **kw})
 
 
 def test_online_equals_offline(tiny, tmp_path):

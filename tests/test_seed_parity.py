@@ -2,6 +2,7 @@
 
 import json
 import pytest
+from conftest import tiny_draft_config
 import torch
 from mdlm_kit.cli.drafts import config_from_args
 from mdlm_kit.cli.main import main, make_parser
@@ -41,20 +42,8 @@ def _specforge_config(tgt, **extra) -> dict:
 
 def _trainer(setup, tmp_path, algorithm, **kw):
     tgt, d = setup
-    cfg = DraftTrainConfig.from_flags(
-        train_data_path=str(d / "chat.jsonl"),
-        target_model_path=str(d / "t"),
-        batch_size=2,
-        max_steps=1,
-        save_interval=100,
-        eval_interval=100,
-        device="cpu",
-        precision="fp32",
-        block_size=4,
-        num_anchors=4,
-        ttt_length=2,
-        **kw,
-    )
+    run = {"target_model_path": str(d / "t"), "max_steps": 1, "save_interval": 100}
+    cfg = tiny_draft_config(d / "chat.jsonl", **{**run, "block_size": 4, "num_anchors": 4, "ttt_length": 2, **kw})
     return DraftTrainer(cfg, tmp_path / "run", algorithm=algorithm, target=tgt, progress=False, log=lambda *a: None)
 
 
