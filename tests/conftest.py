@@ -115,25 +115,11 @@ def tiny_draft_config(chat, **settings):
 def save_tiny_target_and_chat(directory: Path, arch: str = "llama", n: int = 6):
     """A tiny target saved to DIR/t and a chat file DIR/chat.jsonl of n conversations (Python's reference topics as
     answers)."""
-    import pydoc_data.topics
+    from mdlm_kit.drafts.chat_data import topics_chat
     from mdlm_kit.drafts.targets import tiny_target
 
     tgt = tiny_target(arch, num_layers=5)
     tgt.model.save_pretrained(directory / "t")
     tgt.tokenizer.save_pretrained(directory / "t")
-    topics = pydoc_data.topics.topics
-    with open(directory / "chat.jsonl", "w") as f:
-        for i, k in enumerate(sorted(topics)[:n]):
-            f.write(
-                json.dumps(
-                    {
-                        "id": f"c{i}",
-                        "conversations": [
-                            {"role": "user", "content": f"Explain {k}."},
-                            {"role": "assistant", "content": topics[k][:300]},
-                        ],
-                    }
-                )
-                + "\n"
-            )
+    topics_chat(directory / "chat.jsonl", n, answer_chars=300)
     return tgt

@@ -58,6 +58,7 @@ keep_last = 3
 def setup(work: Path) -> dict:
     "A corpus, a tiny target saved to disk, and a small chat file."
     import pydoc_data.topics
+    from mdlm_kit.drafts.chat_data import topics_chat
     from mdlm_kit.drafts.targets import tiny_target
 
     topics = pydoc_data.topics.topics
@@ -66,21 +67,7 @@ def setup(work: Path) -> dict:
     tgt = tiny_target("qwen3", num_layers=5)
     tgt.model.save_pretrained(work / "target")
     tgt.tokenizer.save_pretrained(work / "target")
-    chat = work / "chat.jsonl"
-    with open(chat, "w") as f:
-        for i, k in enumerate(sorted(topics)[:48]):
-            f.write(
-                json.dumps(
-                    {
-                        "id": f"c{i}",
-                        "conversations": [
-                            {"role": "user", "content": f"Explain {k}."},
-                            {"role": "assistant", "content": topics[k][:300]},
-                        ],
-                    }
-                )
-                + "\n"
-            )
+    chat = topics_chat(work / "chat.jsonl", 48, answer_chars=300)
     (work / "tiny.toml").write_text(TINY_TOML.format(corpus=corpus, steps=40))
     return {"corpus": corpus, "target": work / "target", "chat": chat, "toml": work / "tiny.toml"}
 

@@ -257,25 +257,9 @@ def check_drafters(a, work):
         ]
     )
     if a.quick:  # a random target answers with nothing useful: train on documentation text instead
-        import pydoc_data.topics
+        from mdlm_kit.drafts.chat_data import topics_chat
 
-        topics = pydoc_data.topics.topics
-        chat = work / "chat-docs.jsonl"
-        chat.write_text(
-            "".join(
-                json.dumps(
-                    {
-                        "id": f"d{i}",
-                        "conversations": [
-                            {"role": "user", "content": f"Explain {k}."},
-                            {"role": "assistant", "content": topics[k][:400]},
-                        ],
-                    }
-                )
-                + "\n"
-                for i, k in enumerate(sorted(topics)[:32])
-            )
-        )
+        chat = topics_chat(work / "chat-docs.jsonl", 32, answer_chars=400)
     common = [
         "--target-model-path",
         target,

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from ..drafts.train import DraftTrainConfig, DraftTrainer
 from ..drafts.dflash import build_target_layer_ids
-from ..core.config import ConfigError, add_config_flags, apply_settings, settings_from_flags
+from ..core.config import ConfigError, add_config_flags, add_run_flags, apply_settings, settings_from_flags
 from ..core.device import launched_world_size
 from ..drafts.speculate import DecodeSettings
 from ..drafts.speculative import drafters
@@ -278,12 +278,7 @@ def add_draft_commands(sub):
             help=f"train {d.title} against a target",
             description=f"Train {d.title}, online (live target) or offline (saved features).",
         )
-        p.add_argument(
-            "--output-dir", required=True, help="run directory (train_config.json, events.jsonl, checkpoints/, draft/)"
-        )
-        p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --output-dir")
-        p.add_argument("--max-run-steps", type=int, help="stop safely after this many steps in this invocation")
-        p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        add_run_flags(p, "train_config.json, events.jsonl, checkpoints/, draft/")
         p.add_argument("--tp-size", type=int, default=1, help="tensor-parallel size: 1 (larger: SpecForge's job)")
         others = {k for o in drafters().values() if o is not d for k in o.settings} - set(d.settings)
         add_config_flags(p, DraftTrainConfig, skip=others, defaults=d.defaults)  # only its own settings, its defaults

@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse, json, sys
 from pathlib import Path
 from ..core.checkpoint import atomic_write_text, read_events
-from ..core.config import ExperimentConfig, add_config_flags, apply_overrides, apply_settings, load_config
+from ..core.config import ExperimentConfig, add_config_flags, add_run_flags, apply_overrides, apply_settings
+from ..core.config import load_config
 from ..core.config import settings_from_flags, to_dict, to_toml, validate
 from ..text.data import DataError, PackedData, known_word_fraction, prepare_data
 from ..core.device import KitError, launched_world_size, resolve_device
@@ -548,14 +549,7 @@ def _add_train(sub):
     p = sub.add_parser(
         "train", help="train an MDLM from a config", description="Train, checkpoint and resume an MDLM run."
     )
-    p.add_argument(
-        "--output-dir", required=True, help="run directory (config.toml, events.jsonl, checkpoints/, inference/)"
-    )
-    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --output-dir")
-    p.add_argument(
-        "--max-run-steps", type=int, help="stop safely (with a checkpoint) after this many steps in this invocation"
-    )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_run_flags(p, "config.toml, events.jsonl, checkpoints/, inference/")
     _common(p)
     p.set_defaults(fn=cmd_train)
 

@@ -16,7 +16,7 @@ from .device import DEVICE_CHOICES, PRECISION_CHOICES, KitError, canonical_preci
 __all__ = ['DEVICE_HELP', 'PRECISION_HELP', 'OBJECTIVES', 'RENAMED_KEYS', 'CONFIG_DEST', 'setting', 'ModelConfig', 'DataConfig',
            'TrainingConfig', 'ExperimentConfig', 'ConfigError', 'validate', 'upgrade_config', 'from_dict',
            'load_config', 'parse_override', 'to_dict', 'config_fields', 'apply_settings', 'apply_overrides', 'to_toml',
-           'add_config_flags', 'settings_from_flags', 'flatten_dict', 'config_mismatches']
+           'add_config_flags', 'settings_from_flags', 'add_run_flags', 'flatten_dict', 'config_mismatches']
 
 # %% ../../nbs/03_config.ipynb #575e3f8b
 def setting(default, help: str, *, flags: tuple = ()):
@@ -383,6 +383,16 @@ def add_config_flags(p: argparse.ArgumentParser, cls, *, skip=(), only=(), defau
 def settings_from_flags(args: argparse.Namespace) -> dict:
     "The settings the command line gave, as `{dotted key: value}` for `apply_settings`."
     return {k[len(CONFIG_DEST) :]: v for k, v in vars(args).items() if k.startswith(CONFIG_DEST)}
+
+
+def add_run_flags(p: argparse.ArgumentParser, contents: str):
+    "The flags of every command that trains into a run directory (which holds `contents`) and can resume there."
+    p.add_argument("--output-dir", required=True, help=f"run directory ({contents})")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --output-dir")
+    p.add_argument(
+        "--max-run-steps", type=int, help="stop safely (with a checkpoint) after this many steps in this invocation"
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 # %% ../../nbs/03_config.ipynb #3674f117
 def flatten_dict(d: dict, prefix: str = "") -> dict:

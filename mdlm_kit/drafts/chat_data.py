@@ -16,7 +16,7 @@ from ..core.device import KitError
 # %% auto #0
 __all__ = ['ROLE_ALIASES', 'PROMPT_TEMPLATES', 'WRITING_TOPICS', 'WRITING_TEMPLATES', 'CODE_TASKS', 'CODE_LANGUAGES',
            'CODE_CONCEPTS', 'SQL_TASKS', 'HELDOUT_PROMPTS', 'ChatDataError', 'normalize_conversation',
-           'load_conversations', 'has_generation_tags', 'assistant_markers', 'tokenize_conversation',
+           'load_conversations', 'topics_chat', 'has_generation_tags', 'assistant_markers', 'tokenize_conversation',
            'tokenize_preformatted', 'dataset_key', 'build_chat_dataset', 'take_turns', 'embedded_prompts',
            'heldout_prompts', 'regenerate_conversations', 'user_turn_prefix', 'self_written_prompts']
 
@@ -81,6 +81,25 @@ def load_conversations(path: str | Path, require_assistant: bool = True) -> list
             "generate answers with `mdlm-kit make-chat-data`."
         )
     return convs
+
+# %% ../../nbs/16_chat_data.ipynb #f2909923
+def topics_chat(path, n: int = 10, answer_chars: int = 400) -> Path:
+    "Write a chat JSONL of `n` conversations that ask about Python's reference topics and answer with their text."
+    import pydoc_data.topics
+
+    topics = pydoc_data.topics.topics
+    rows = [
+        {
+            "id": f"c{i}",
+            "conversations": [
+                {"role": "user", "content": f"Explain {k}."},
+                {"role": "assistant", "content": topics[k][:answer_chars]},
+            ],
+        }
+        for i, k in enumerate(sorted(topics)[:n])
+    ]
+    Path(path).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return Path(path)
 
 # %% ../../nbs/16_chat_data.ipynb #35978387
 def has_generation_tags(tokenizer) -> bool:
