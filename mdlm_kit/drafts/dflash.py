@@ -15,7 +15,7 @@ from ..core.checkpoint import CheckpointError, load_model_dir, save_model_dir
 from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.device import KitError, cast_weights
 from .targets import feature_scaled_init_, flatten_draft_config, read_draft_config, rotary_embedding
-from .targets import target_shape
+from .targets import DraftShape, target_shape
 from .speculative import Drafter, Proposal, Proposer, register_drafter
 
 # %% auto #0
@@ -149,19 +149,10 @@ ATTENTION_BACKENDS = ("eager", "sdpa", "flex_attention", "structured")
 
 
 @dataclass
-class DFlashConfig:
-    "Shape of a DFlash drafter; `from_target` fills it from the target's config."
+class DFlashConfig(DraftShape):
+    "Shape of a DFlash drafter: the target's (`DraftShape`) and its own; `from_target` fills it from the target."
 
-    hidden_size: int = 64
     num_hidden_layers: int = 1
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 2
-    head_dim: int = 16
-    intermediate_size: int = 128
-    rms_norm_eps: float = 1e-6
-    rope_parameters: dict = field(default_factory=lambda: {"rope_type": "default", "rope_theta": 10000.0})
-    max_position_embeddings: int = 2048
-    vocab_size: int = 0
     block_size: int = 16
     target_layer_ids: list = field(default_factory=list)
     num_target_layers: int = 0

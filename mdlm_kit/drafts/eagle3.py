@@ -17,7 +17,7 @@ from ..core.checkpoint import CheckpointError, atomic_torch_save, load_model_dir
 from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.device import KitError, cast_weights
 from .targets import SamplingParams, draw, feature_scaled_init_, read_draft_config, rotary_embedding
-from .targets import target_probs, target_shape
+from .targets import DraftShape, target_probs, target_shape
 from .speculative import Drafter, Proposal, Proposer, add_runner_ups, register_drafter
 
 # %% auto #0
@@ -82,18 +82,9 @@ ARCHITECTURE = "LlamaForCausalLMEagle3"
 
 
 @dataclass
-class Eagle3Config:
-    "Shape of an EAGLE-3 drafter; `from_target` copies the target's widths and RoPE."
+class Eagle3Config(DraftShape):
+    "Shape of an EAGLE-3 drafter: the target's (`DraftShape`) and its own; `from_target` copies the target's."
 
-    hidden_size: int = 64
-    num_attention_heads: int = 4
-    num_key_value_heads: int = 2
-    head_dim: int = 16
-    intermediate_size: int = 128
-    rms_norm_eps: float = 1e-6
-    rope_parameters: dict = field(default_factory=lambda: {"rope_type": "default", "rope_theta": 10000.0})
-    max_position_embeddings: int = 2048
-    vocab_size: int = 0
     draft_vocab_size: int = 0
     eagle_aux_hidden_state_layer_ids: list = field(default_factory=list)
     num_target_layers: int = 0

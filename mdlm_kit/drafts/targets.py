@@ -7,7 +7,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/targets.html.md"""
 # %% ../../nbs/14_targets.ipynb #2ef4e445
 from __future__ import annotations
 import hashlib, importlib.util, json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 import torch
 import torch.nn as nn
@@ -20,9 +20,10 @@ from ..core.layers import few_rows_linear, few_rows_linears, int8_linears
 # %% auto #0
 __all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'LLAMA3_TEMPLATE', 'CHAT_TEMPLATES', 'ROW_ATTENTION_MAX', 'TargetError',
            'resolve_target', 'TargetOutput', 'weights_fingerprint', 'target_digest', 'digests_match', 'TargetModel',
-           'TargetEmbeddingsAndHead', 'target_shape', 'flatten_draft_config', 'rotary_embedding', 'read_draft_config',
-           'feature_scaled_init_', 'chat_template_from', 'tiny_tokenizer', 'tiny_target', 'row_attention', 'exact_rows',
-           'rows_attention', 'int8_target', 'decoding_target', 'SamplingParams', 'target_probs', 'draw']
+           'TargetEmbeddingsAndHead', 'target_shape', 'flatten_draft_config', 'rotary_embedding', 'DraftShape',
+           'read_draft_config', 'feature_scaled_init_', 'chat_template_from', 'tiny_tokenizer', 'tiny_target',
+           'row_attention', 'exact_rows', 'rows_attention', 'int8_target', 'decoding_target', 'SamplingParams',
+           'target_probs', 'draw']
 
 # %% ../../nbs/14_targets.ipynb #d1437718
 class TargetError(KitError, ValueError):
@@ -383,6 +384,21 @@ def rotary_embedding(cfg):
             rope_parameters=dict(cfg.rope_parameters),
         )
     )
+
+# %% ../../nbs/14_targets.ipynb #3c5d8b21
+@dataclass
+class DraftShape:
+    "The shape a drafter copies from its target (`target_shape`): both drafters' configs start with these fields."
+
+    hidden_size: int = 64
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    head_dim: int = 16
+    intermediate_size: int = 128
+    rms_norm_eps: float = 1e-6
+    rope_parameters: dict = field(default_factory=lambda: {"rope_type": "default", "rope_theta": 10000.0})
+    max_position_embeddings: int = 2048
+    vocab_size: int = 0
 
 # %% ../../nbs/14_targets.ipynb #bb935f8c
 def read_draft_config(path, base):
