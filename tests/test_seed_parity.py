@@ -138,24 +138,30 @@ def test_sglang_backend_is_refused_with_a_message(setup, tmp_path, capsys):
     assert rc == 2 and "sglang" in err and "not supported" in err and not (tmp_path / "r" / "checkpoints").exists()
 
 
-def test_a_checkpoint_with_the_old_setting_names_resumes(setup, tmp_path):
-    """Runs saved with one flat dict of settings, before `optimizer_type` became `optimizer` and before
-    `warmup_steps` existed, still resume."""
+def test_a_checkpoint_from_an_earlier_kit_is_refused_with_the_reason(setup, tmp_path):
+    """Runs saved with one flat dict of settings (before the sections), or with a setting under an old name, are
+    refused with the reason named; the checkpoint itself is left as it was."""
     from mdlm_kit.core.loop import ResumeError
 
     tr = _trainer(setup, tmp_path, "dflash")
     tr.run()
     state = tr.ckpts.load(tr.ckpts.latest())
-    state["config"] = tr.cfg.flat()
-    state["config"]["optimizer_type"] = state["config"].pop("optimizer")
-    del state["config"]["warmup_steps"]
-    tr.ckpts.save(state, state["step"])
 
     def resume():
         return DraftTrainer(tr.cfg, tr.out, "dflash", resume=True, target=setup[0], progress=False, log=print)
 
-    assert resume().step == tr.step == 1
-    state["config"]["learning_rate"] *= 2  # a real difference is still refused
-    tr.ckpts.save(state, state["step"])
+    assert resume().step == tr.step == 1  # the run's own checkpoint resumes
+    flat = dict(state, config=tr.cfg.flat())
+    tr.ckpts.save(flat, state["step"])
+    with pytest.raises(ResumeError, match="saved by an earlier version of the kit"):
+        resume()
+    old = json.loads(json.dumps(state["config"]))
+    old["training"]["optimizer_type"] = old["training"].pop("optimizer")
+    tr.ckpts.save(dict(state, config=old), state["step"])
+    with pytest.raises(ResumeError, match="training.optimizer: not a setting any more|training.optimizer_type"):
+        resume()
+    old["training"]["optimizer"] = old["training"].pop("optimizer_type")
+    old["training"]["learning_rate"] *= 2  # a real difference is refused too
+    tr.ckpts.save(dict(state, config=old), state["step"])
     with pytest.raises(ResumeError, match="learning_rate"):
         resume()

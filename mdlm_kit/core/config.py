@@ -13,10 +13,10 @@ from typing import Any
 from .device import DEVICE_CHOICES, PRECISION_CHOICES, KitError, canonical_precision
 
 # %% auto #0
-__all__ = ['DEVICE_HELP', 'PRECISION_HELP', 'OBJECTIVES', 'RENAMED_KEYS', 'CONFIG_DEST', 'setting', 'ModelConfig', 'DataConfig',
-           'TrainingConfig', 'ExperimentConfig', 'ConfigError', 'validate', 'upgrade_config', 'from_dict',
-           'load_config', 'parse_override', 'to_dict', 'config_fields', 'apply_settings', 'apply_overrides', 'to_toml',
-           'add_config_flags', 'settings_from_flags', 'add_run_flags', 'flatten_dict', 'config_mismatches']
+__all__ = ['DEVICE_HELP', 'PRECISION_HELP', 'OBJECTIVES', 'CONFIG_DEST', 'setting', 'ModelConfig', 'DataConfig', 'TrainingConfig',
+           'ExperimentConfig', 'ConfigError', 'validate', 'from_dict', 'load_config', 'parse_override', 'to_dict',
+           'config_fields', 'apply_settings', 'apply_overrides', 'to_toml', 'add_config_flags', 'settings_from_flags',
+           'add_run_flags', 'flatten_dict', 'config_mismatches']
 
 # %% ../../nbs/03_config.ipynb #575e3f8b
 def setting(default, help: str, *, flags: tuple = ()):
@@ -197,18 +197,6 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
 
 # %% ../../nbs/03_config.ipynb #c03ad087
 _SECTIONS = {"model": ModelConfig, "data": DataConfig, "training": TrainingConfig}
-# keys renamed since runs were saved, old dotted name -> new: configs and checkpoints with an old name still load
-RENAMED_KEYS = {"training.grad_clip": "training.max_grad_norm"}
-
-
-def upgrade_config(d: dict) -> dict:
-    "A copy of the nested config dict `d` with every renamed key under its current name."
-    out = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
-    for old, new in RENAMED_KEYS.items():
-        (s_old, k_old), (s_new, k_new) = old.split("."), new.split(".")
-        if k_old in out.get(s_old, {}):
-            out.setdefault(s_new, {}).setdefault(k_new, out[s_old].pop(k_old))
-    return out
 
 
 def _coerce(value: Any, typ: str, key: str):
@@ -251,7 +239,7 @@ def _fill(obj, values: dict, prefix: str):
 
 def from_dict(d: dict) -> ExperimentConfig:
     "Build and validate an `ExperimentConfig` from nested dicts (unknown keys and bad types are errors)."
-    return validate(_fill(ExperimentConfig(), upgrade_config(d), ""))
+    return validate(_fill(ExperimentConfig(), d, ""))
 
 
 def load_config(path: str | Path | None) -> ExperimentConfig:
@@ -333,7 +321,7 @@ def apply_settings(cfg, values: dict):
 def apply_overrides(cfg: ExperimentConfig, items: list[str] | None) -> ExperimentConfig:
     "Apply `--set` overrides (`section.key=value`, the value read as TOML) and re-validate."
     values = dict(parse_override(item) for item in items or [])
-    return validate(apply_settings(cfg, {RENAMED_KEYS.get(k, k): v for k, v in values.items()}))
+    return validate(apply_settings(cfg, values))
 
 # %% ../../nbs/03_config.ipynb #5bf923df
 def to_toml(cfg: ExperimentConfig) -> str:
@@ -406,11 +394,16 @@ def flatten_dict(d: dict, prefix: str = "") -> dict:
     return out
 
 
+def _mismatch(k: str, a: dict, b: dict) -> str:
+    if k not in a:
+        return f"{k}: the checkpoint has no such setting (a run saved by an earlier version of the kit)"
+    if k not in b:
+        return f"{k}: not a setting any more (the checkpoint has {a[k]!r}; a run saved by an earlier version)"
+    return f"{k}: checkpoint {a[k]!r} != now {b[k]!r}"
+
+
 def config_mismatches(saved: dict, current: dict, may_change=(), defaults: dict | None = None) -> list[str]:
     "Each key whose value differs between a checkpoint's config and this run's, except those in `may_change`."
     a, b = {**(defaults or {}), **flatten_dict(saved)}, flatten_dict(current)
-    return [
-        f"{k}: checkpoint {a.get(k)!r} != now {b.get(k)!r}"
-        for k in sorted(set(a) | set(b))
-        if k not in may_change and a.get(k) != b.get(k)
-    ]
+    differ = [k for k in sorted(set(a) | set(b)) if k not in a or k not in b or a[k] != b[k]]
+    return [_mismatch(k, a, b) for k in differ if k not in may_change]

@@ -23,9 +23,9 @@ class ResumeError(ConfigError, CheckpointError):
     "A resume was refused: the settings differ from the checkpoint's."
 
 
-def check_resume(saved: dict, current: dict, may_change=(), legacy: dict | None = None, hint: str = ""):
+def check_resume(saved: dict, current: dict, may_change=(), hint: str = ""):
     "Raise `ResumeError` listing every setting where `current` differs from the checkpoint's `saved`."
-    bad = config_mismatches(saved, current, set(may_change), legacy or {})
+    bad = config_mismatches(saved, current, set(may_change))
     if bad:
         raise ResumeError(
             "cannot resume: the settings differ from the checkpoint's in\n  " + "\n  ".join(bad) + "\n" + hint

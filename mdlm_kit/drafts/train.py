@@ -18,7 +18,7 @@ from ..core.layers import lr_schedule, make_optimizer
 from ..core.config import DEVICE_HELP, PRECISION_HELP, ConfigError, setting
 from ..core.device import KitError, autocast, make_grad_scaler, resolve_device, resolve_precision
 from ..core.device import seed_everything
-from ..core.loop import EventLog, TrainLoop, check_resume
+from ..core.loop import EventLog, ResumeError, TrainLoop, check_resume
 from .targets import TargetModel, TargetEmbeddingsAndHead, TargetError, chat_template_from
 from .targets import digests_match
 from .chat_data import build_chat_dataset, dataset_key
@@ -27,9 +27,9 @@ from .dflash import DFlashError, LOSS_TYPES, ATTENTION_BACKENDS
 from .speculative import drafters
 
 # %% auto #0
-__all__ = ['SECTIONS', 'RESUME_MAY_CHANGE', 'RENAMED_SETTINGS', 'LEGACY_SETTINGS', 'TargetSettings', 'DataSettings',
-           'DrafterSettings', 'LossSettings', 'DraftTrainingSettings', 'DraftTrainConfig', 'setting_sections',
-           'nest_settings', 'DraftTrainingError', 'resolve_mask_token_id', 'DraftTrainer', 'summarize']
+__all__ = ['SECTIONS', 'RESUME_MAY_CHANGE', 'TargetSettings', 'DataSettings', 'DrafterSettings', 'LossSettings',
+           'DraftTrainingSettings', 'DraftTrainConfig', 'setting_sections', 'DraftTrainingError',
+           'resolve_mask_token_id', 'DraftTrainer', 'summarize']
 
 # %% ../../nbs/20_draft_train.ipynb #8301c9fb
 @dataclass
@@ -180,7 +180,6 @@ class DraftTrainConfig:
         "Build from the flat names of the command-line flags (`block_size=8` for `--block-size 8`)."
         cfg, where = cls(), setting_sections()
         for k, v in flat.items():
-            k = RENAMED_SETTINGS.get(k, k)
             if k not in where:
                 hint = difflib.get_close_matches(k, list(where), n=1)
                 raise ConfigError(f"unknown drafter setting {k!r}" + (f": did you mean {hint[0]!r}?" if hint else "."))
@@ -196,17 +195,6 @@ def setting_sections() -> dict[str, str]:
     "Each flag name -> its section ('' for the top-level settings)."
     out = {f.name: s for s, typ in SECTIONS.items() for f in fields(typ)}
     return out | {f.name: "" for f in fields(DraftTrainConfig) if f.name not in SECTIONS}
-
-
-def nest_settings(saved: dict) -> dict:
-    "A checkpoint's settings as nested dicts; runs saved before the sections held one flat dict of flag names."
-    if all(isinstance(saved.get(s), dict) for s in SECTIONS):
-        return saved
-    where, out = setting_sections(), {s: {} for s in SECTIONS}
-    for k, v in saved.items():
-        k = RENAMED_SETTINGS.get(k, k)
-        (out[where[k]] if where.get(k) else out)[k] = v
-    return out
 
 # %% ../../nbs/20_draft_train.ipynb #9ba1c6d5
 @patch
@@ -271,9 +259,6 @@ RESUME_MAY_CHANGE = {
     "data.eval_hidden_states_path",
     "target.target_model_path",
 }
-# settings renamed since runs were saved (old -> new), and settings added later with the value older runs had in effect
-RENAMED_SETTINGS = {"optimizer_type": "optimizer"}
-LEGACY_SETTINGS = {"training.warmup_steps": 0, "model.init_head_from_target": False}
 
 # %% ../../nbs/20_draft_train.ipynb #df9bfd7c
 def resolve_mask_token_id(spec, tokenizer, vocab_size: int) -> int:
@@ -331,8 +316,10 @@ def _setup(self: DraftTrainer, target):
     state = self.ckpts.load(existing) if existing is not None else None
     if state is not None:
         hint = "Use the run's own settings (train_config.json), or start a new run."
-        saved = nest_settings(state["config"])  # a checkpoint from before the sections, or with old names
-        check_resume(saved, asdict(cfg), RESUME_MAY_CHANGE, LEGACY_SETTINGS, hint)
+        saved = state["config"]
+        if not all(isinstance(saved.get(s), dict) for s in SECTIONS):  # one flat dict: before the sections
+            raise ResumeError(f"cannot resume: the checkpoint was saved by an earlier version of the kit.\n{hint}")
+        check_resume(saved, asdict(cfg), RESUME_MAY_CHANGE, hint)
     self.device = resolve_device(cfg.device)
     if cfg.model.attention_backend == "flex_attention" and self.device.type == "cpu":
         raise ConfigError(

@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from fastcore.basics import patch
 from ..core.checkpoint import CheckpointManager, resume_point
-from ..core.config import OBJECTIVES, ConfigError, ExperimentConfig, to_dict, to_toml, upgrade_config, validate
+from ..core.config import OBJECTIVES, ConfigError, ExperimentConfig, to_dict, to_toml, validate
 from mdlm_kit.core.device import (
     KitError,
     autocast,
@@ -38,9 +38,9 @@ from .diffusion import ar_loss, ar_nll, corrupt, diffusion_loss, elbo_bound, sam
 from .model import DiffusionTransformer
 
 # %% auto #0
-__all__ = ['OBJECTIVE_HOOKS', 'OBJECTIVE_HOMES', 'RESUME_MAY_CHANGE', 'LEGACY_DEFAULTS', 'ObjectiveHooks', 'register_objective',
-           'objective_hooks', 'score_split', 'describe_validation', 'TrainingError', 'join_process_group',
-           'leave_process_group', 'Trainer']
+__all__ = ['OBJECTIVE_HOOKS', 'OBJECTIVE_HOMES', 'RESUME_MAY_CHANGE', 'ObjectiveHooks', 'register_objective', 'objective_hooks',
+           'score_split', 'describe_validation', 'TrainingError', 'join_process_group', 'leave_process_group',
+           'Trainer']
 
 # %% ../../nbs/11_train.ipynb #9cf30c07
 @dataclass
@@ -138,17 +138,6 @@ RESUME_MAY_CHANGE = {
     "forbid_math_sdpa",
     "model.activation_checkpointing",
     "data.data_dir",
-}
-
-
-# keys added to the config later, with the value that runs saved before them had in effect
-LEGACY_DEFAULTS = {
-    "model.head_bias": False,
-    "model.local_mixing": 0,
-    "model.tie_embeddings": True,
-    "training.objective": "mdlm",
-    "training.masking": "bernoulli",
-    "training.decay_steps": 0,
 }
 
 # %% ../../nbs/11_train.ipynb #329e2c0e
@@ -292,8 +281,7 @@ def _load_data(self: Trainer, state):
         cfg.model.mask_token_id = self.data.tokenizer.mask_token_id
     if state is not None:
         hint = "Use the run's own config.toml, or start a new run in another directory."
-        saved = upgrade_config(state["config"])  # a checkpoint from before a key was renamed
-        check_resume(saved, to_dict(cfg), RESUME_MAY_CHANGE, LEGACY_DEFAULTS, hint)
+        check_resume(state["config"], to_dict(cfg), RESUME_MAY_CHANGE, hint)
         if (
             state["tokenizer_sha256"] != self.data.meta["tokenizer_sha256"]
             or state["corpus_sha256"] != self.data.meta["corpus_sha256"]
