@@ -57,8 +57,9 @@ lint: install
 	@# the generated package on its own: no unused or undefined names (the notebooks' test cells import what they use)
 	$(BIN)/ruff check --isolated --select F401,F811,F821,F841 --exclude mdlm_kit/_modidx.py mdlm_kit
 
+# the slowest tests are named at the end of the output: where the suite's time goes, in every CI log
 pytest: install
-	$(BIN)/python -m pytest -q -ra tests
+	$(BIN)/python -m pytest -q -ra --durations=12 tests
 
 # lesson 1 trains for three minutes and lesson 21 a SmolLM2 drafter for about two when a learner runs them; their
 # checks run on shorter versions here

@@ -25,6 +25,7 @@ def _env(extra: dict) -> dict:
     return os.environ | {"PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg"} | own | extra
 
 
+@pytest.mark.slow  # every lesson, twice: `make test` runs it, `make test-fast` leaves it to the per-path tests below
 @pytest.mark.parametrize("cpu", ["laptop", "arm64"])
 def test_every_lesson_runs_on_an_avx2_laptop_and_on_arm64(cpu):
     "Each notebook, top to bottom (`nbdev-test`), as the CPU without AVX-512 or without any x86 path would run it."
