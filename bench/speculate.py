@@ -34,7 +34,8 @@ from mdlm_kit.drafts.speculative import (
     speculative_decode,
     summarize_runs,
 )
-from mdlm_kit.drafts.targets import SamplingParams, TargetModel, decoding_target
+from mdlm_kit.drafts.speculative import SamplingParams
+from mdlm_kit.drafts.targets import TargetModel, decoding_target
 
 
 def _hf_generate(tgt, ids, n, eos):

@@ -16,7 +16,8 @@ from mdlm_kit.drafts.speculative import (
     speculative_decode,
     summarize_runs,
 )
-from mdlm_kit.drafts.targets import SamplingParams, tiny_target
+from mdlm_kit.drafts.speculative import SamplingParams
+from mdlm_kit.drafts.targets import tiny_target
 
 BS = 6
 

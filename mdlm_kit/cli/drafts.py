@@ -147,7 +147,7 @@ def _check_speculate_flags(args, s: DecodeSettings):
 # %% ../../nbs/25_draft_cli.ipynb #d5e40fa5
 def cmd_speculate(args):
     from mdlm_kit.drafts.speculate import load_prompts, lookup_store, prepare_decoding, speculate
-    from mdlm_kit.drafts.targets import SamplingParams
+    from mdlm_kit.drafts.speculative import SamplingParams
 
     s = apply_settings(DecodeSettings(), settings_from_flags(args))
     _check_speculate_flags(args, s)

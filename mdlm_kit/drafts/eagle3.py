@@ -16,9 +16,10 @@ from fastcore.basics import patch
 from ..core.checkpoint import CheckpointError, atomic_torch_save, load_model_dir, safe_torch_load, save_model_dir
 from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.device import KitError, cast_weights
-from .targets import SamplingParams, draw, feature_scaled_init_, read_draft_config, rotary_embedding
-from .targets import DraftShape, target_probs, target_shape
-from .speculative import Drafter, Proposal, Proposer, add_runner_ups, register_drafter
+from .targets import feature_scaled_init_, read_draft_config, rotary_embedding
+from .targets import DraftShape, target_shape
+from .speculative import Drafter, Proposal, Proposer, SamplingParams, add_runner_ups, draw
+from .speculative import register_drafter, target_probs
 
 # %% auto #0
 __all__ = ['MODEL_TYPE', 'ARCHITECTURE', 'EAGLE3', 'Eagle3Error', 'default_aux_layer_ids', 'build_vocab_mapping',

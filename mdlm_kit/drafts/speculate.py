@@ -19,9 +19,9 @@ from ..core.layers import int8_linears
 from .chat_data import embedded_prompts, heldout_prompts, load_conversations, normalize_conversation
 from .chat_data import tokenize_conversation
 from .speculative import LookupBranchProposer, NgramStore, SpeculativeError, drafter_of, drafters
-from .speculative import plain_decode
+from .speculative import SamplingParams, plain_decode
 from .speculative import speculative_decode, summarize_runs
-from .targets import SamplingParams, decoding_target, digests_match
+from .targets import decoding_target, digests_match
 
 # %% auto #0
 __all__ = ['CPU_DRAFT_TOKENS', 'INT8_KEEP', 'CYCLE', 'default_draft_tokens', 'tokens_per_cycle', 'load_draft',

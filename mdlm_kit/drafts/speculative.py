@@ -10,15 +10,48 @@ import importlib, time
 from dataclasses import dataclass, field
 from typing import Callable
 import torch
-from .targets import SamplingParams, draw, exact_rows, target_probs
+from .targets import exact_rows
 from ..core.device import KitError, synchronize
 
 # %% auto #0
-__all__ = ['DRAFTERS', 'DRAFTER_MODULES', 'SpeculativeError', 'accept_draft', 'verify', 'CachedTarget', 'DecodeResult',
-           'plain_decode', 'Proposal', 'Proposer', 'Drafter', 'register_drafter', 'drafters', 'drafter_of', 'tree_mask',
-           'accept_tree', 'check_proposal', 'speculative_decode', 'PromptLookupProposer', 'NgramStore', 'graft',
-           'LookupBranchProposer', 'add_runner_ups', 'decode_tokens_per_s', 'summarize_runs', 'RecordingProposer',
-           'drafts_html']
+__all__ = ['DRAFTERS', 'DRAFTER_MODULES', 'SamplingParams', 'target_probs', 'draw', 'SpeculativeError', 'accept_draft', 'verify',
+           'CachedTarget', 'DecodeResult', 'plain_decode', 'Proposal', 'Proposer', 'Drafter', 'register_drafter',
+           'drafters', 'drafter_of', 'tree_mask', 'accept_tree', 'check_proposal', 'speculative_decode',
+           'PromptLookupProposer', 'NgramStore', 'graft', 'LookupBranchProposer', 'add_runner_ups',
+           'decode_tokens_per_s', 'summarize_runs', 'RecordingProposer', 'drafts_html']
+
+# %% ../../nbs/15_speculative.ipynb #acae54e37e7d407bbb7b55eff062a284
+@dataclass
+class SamplingParams:
+    "How the target picks tokens: temperature 0 is greedy; top-k/top-p as in plain sampling."
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0
+
+
+def target_probs(logits: torch.Tensor, sp: SamplingParams) -> torch.Tensor:
+    "The processed distribution (…, V) plain sampling draws from: temperature, then top-k, then top-p."
+    x = logits.float() / sp.temperature
+    if sp.top_k and sp.top_k < x.shape[-1]:
+        kth = x.topk(sp.top_k, -1).values[..., -1:]
+        x = x.masked_fill(x < kth, float("-inf"))
+    if sp.top_p < 1.0:
+        sx, idx = x.sort(-1, descending=True)
+        cum = sx.softmax(-1).cumsum(-1)
+        drop = cum - sx.softmax(-1) >= sp.top_p  # keep the smallest prefix whose mass reaches top_p
+        x = x.masked_fill(drop.scatter(-1, idx, drop), float("-inf"))
+    return x.softmax(-1)
+
+
+def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
+    """One token from probabilities (V,), drawn on the CPU: one CPU generator serves every device, and a seed gives the
+    same draw on each."""
+    return int(torch.multinomial(probs.detach().float().cpu(), 1, generator=generator))
 
 # %% ../../nbs/15_speculative.ipynb #7a2bba9b
 class SpeculativeError(KitError, ValueError):

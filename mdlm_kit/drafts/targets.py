@@ -22,8 +22,7 @@ __all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'LLAMA3_TEMPLATE', 'CHAT_TEMPLATE
            'resolve_target', 'TargetOutput', 'weights_fingerprint', 'target_digest', 'digests_match', 'TargetModel',
            'TargetEmbeddingsAndHead', 'target_shape', 'flatten_draft_config', 'rotary_embedding', 'DraftShape',
            'read_draft_config', 'feature_scaled_init_', 'chat_template_from', 'tiny_tokenizer', 'tiny_target',
-           'row_attention', 'exact_rows', 'rows_attention', 'int8_target', 'decoding_target', 'SamplingParams',
-           'target_probs', 'draw']
+           'row_attention', 'exact_rows', 'rows_attention', 'int8_target', 'decoding_target']
 
 # %% ../../nbs/14_targets.ipynb #d1437718
 class TargetError(KitError, ValueError):
@@ -606,36 +605,3 @@ def decoding_target(name_or_path, device, precision, **kw) -> TargetModel:
     `precision.dtype`, and with `int8` switched by `int8_target`. `kw` go to `TargetModel.from_pretrained`."""
     target = TargetModel.from_pretrained(name_or_path, device=device, dtype=precision.dtype, **kw)
     return int8_target(target) if precision.name == "int8" else target
-
-# %% ../../nbs/14_targets.ipynb #acae54e37e7d407bbb7b55eff062a284
-@dataclass
-class SamplingParams:
-    "How the target picks tokens: temperature 0 is greedy; top-k/top-p as in plain sampling."
-
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature <= 0
-
-
-def target_probs(logits: torch.Tensor, sp: SamplingParams) -> torch.Tensor:
-    "The processed distribution (…, V) plain sampling draws from: temperature, then top-k, then top-p."
-    x = logits.float() / sp.temperature
-    if sp.top_k and sp.top_k < x.shape[-1]:
-        kth = x.topk(sp.top_k, -1).values[..., -1:]
-        x = x.masked_fill(x < kth, float("-inf"))
-    if sp.top_p < 1.0:
-        sx, idx = x.sort(-1, descending=True)
-        cum = sx.softmax(-1).cumsum(-1)
-        drop = cum - sx.softmax(-1) >= sp.top_p  # keep the smallest prefix whose mass reaches top_p
-        x = x.masked_fill(drop.scatter(-1, idx, drop), float("-inf"))
-    return x.softmax(-1)
-
-
-def draw(probs: torch.Tensor, generator: torch.Generator | None = None) -> int:
-    """One token from probabilities (V,), drawn on the CPU: one CPU generator serves every device, and a seed gives the
-    same draw on each."""
-    return int(torch.multinomial(probs.detach().float().cpu(), 1, generator=generator))
