@@ -199,6 +199,11 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
 _SECTIONS = {"model": ModelConfig, "data": DataConfig, "training": TrainingConfig}
 
 
+def _type_name(f) -> str:
+    "The field's type as the checks name it: `int` for `int | None` too (a None default means 'chosen for you')."
+    return (f.type if isinstance(f.type, str) else f.type.__name__).removesuffix(" | None")
+
+
 def _coerce(value: Any, typ: str, key: str):
     if typ == "bool":
         _check(isinstance(value, bool), key, f"expected true/false, got {value!r}")
@@ -228,7 +233,7 @@ def _fill(obj, values: dict, prefix: str):
                 f"unknown config key '{key}'"
                 + (f": did you mean '{prefix}{hint[0]}'?" if hint else f"; valid keys here: {', '.join(sorted(known))}")
             )
-        typ = known[k].type if isinstance(known[k].type, str) else known[k].type.__name__
+        typ = _type_name(known[k])
         if k in _SECTIONS and prefix == "":
             _check(isinstance(v, dict), key, "must be a table/section")
             _fill(getattr(obj, k), v, f"{k}.")
@@ -294,11 +299,6 @@ def config_fields(cls) -> list[tuple[str, Any]]:
         else:
             out.append((f.name, f))
     return out
-
-
-def _type_name(f) -> str:
-    "The field's type as the checks name it: `int` for `int | None` too (a None default means 'chosen for you')."
-    return (f.type if isinstance(f.type, str) else f.type.__name__).removesuffix(" | None")
 
 
 def apply_settings(cfg, values: dict):

@@ -308,6 +308,7 @@ def speculate(
     from tqdm.auto import tqdm
 
     s = replace(decoding or DecodeSettings(), **cycle)
+    cycle = {k: getattr(s, k) for k in CYCLE}  # what every prompt's proposer is built with
     tok, tables = target.tokenizer, target.embeddings_and_head()
     if not digests_match(getattr(draft.config, "target_digest", ""), target.digest()):
         raise SpeculativeError(
@@ -318,7 +319,7 @@ def speculate(
     runs, base = [], []
     for i, msgs in enumerate(tqdm(prompts, disable=not progress, desc="speculate")):
         ids = chat_ids(tok, msgs)
-        proposer = make_proposer(draft, tables, **{k: getattr(s, k) for k in CYCLE}, lookup_store=lookup_store)
+        proposer = make_proposer(draft, tables, **cycle, lookup_store=lookup_store)
         r = speculative_decode(target, proposer, ids, max_new_tokens, sp, seed + i, eos)
         runs.append(r)
         if baseline or sp.greedy:
