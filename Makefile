@@ -5,6 +5,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.mdlm_kit-installed
+WORKERS ?= 2
 export GRADIO_ANALYTICS_ENABLED := False
 export MPLBACKEND := Agg
 export TOKENIZERS_PARALLELISM := false
@@ -47,7 +48,7 @@ browser:
 test: install browser lint pytest labtest check-sync
 
 test-fast: install browser lint
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(BIN)/python -m pytest -q -n $(WORKERS) -m "not slow" tests
 	$(MAKE) nbtest labtest check-sync
 
 # the formatter's layout and the line rules of pyproject.toml ([tool.ruff]); `ruff format nbs tests tools bench` fixes most
@@ -57,9 +58,10 @@ lint: install
 	@# the generated package on its own: no unused or undefined names (the notebooks' test cells import what they use)
 	$(BIN)/ruff check --isolated --select F401,F811,F821,F841 --exclude mdlm_kit/_modidx.py mdlm_kit
 
-# the slowest tests are named at the end of the output: where the suite's time goes, in every CI log
+# two pytest-xdist workers, a thread each (tests/conftest.py), the longest tests first; the slowest tests are named at
+# the end of the output: where the suite's time goes, in every CI log
 pytest: install
-	$(BIN)/python -m pytest -q -ra --durations=12 tests
+	$(BIN)/python -m pytest -q -ra -n $(WORKERS) --durations=12 tests
 
 # lesson 1 trains for three minutes and lesson 21 a SmolLM2 drafter for about two when a learner runs them; their
 # checks run on shorter versions here

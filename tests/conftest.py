@@ -15,7 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# under pytest-xdist (`make test` runs two workers) each worker and the processes it starts use one thread: two
+# workers then share the two cores instead of four threads fighting over them
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+else:
+    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 TINY = """name = "tiny"
 device = "cpu"
@@ -47,6 +53,23 @@ eval_noise_levels = 2
 save_interval = 2
 keep_last = 2
 """
+
+
+# the longest tests first: `make test` runs two pytest-xdist workers, which take the tests in this order, so the two
+# longest start at once instead of one waiting for the other at the end (about 5 minutes of a 12-minute run)
+LONGEST_FIRST = ("test_jupyterlab.py", "test_quickstart.py", "test_cpu_paths.py", "test_gpu_check.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        name = item.path.name
+        return (
+            LONGEST_FIRST.index(name)
+            if name in LONGEST_FIRST
+            else len(LONGEST_FIRST) + (not item.get_closest_marker("slow"))
+        )
+
+    items.sort(key=rank)  # stable: the file order holds inside each rank
 
 
 @pytest.fixture(scope="session")
