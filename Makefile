@@ -48,7 +48,7 @@ browser:
 test: install browser lint pytest labtest check-sync
 
 test-fast: install browser lint
-	$(BIN)/python -m pytest -q -n $(WORKERS) -m "not slow" tests
+	$(BIN)/python -m pytest -q -n $(WORKERS) --maxschedchunk 1 -m "not slow" tests
 	$(MAKE) nbtest labtest check-sync
 
 # the formatter's layout and the line rules of pyproject.toml ([tool.ruff]); `ruff format nbs tests tools bench` fixes most
@@ -61,7 +61,7 @@ lint: install
 # two pytest-xdist workers, a thread each (tests/conftest.py), the longest tests first; the slowest tests are named at
 # the end of the output: where the suite's time goes, in every CI log
 pytest: install
-	$(BIN)/python -m pytest -q -ra -n $(WORKERS) --durations=12 tests
+	$(BIN)/python -m pytest -q -ra -n $(WORKERS) --maxschedchunk 1 --durations=12 tests
 
 # lesson 1 trains for three minutes and lesson 21 a SmolLM2 drafter for about two when a learner runs them; their
 # checks run on shorter versions here

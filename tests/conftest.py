@@ -55,8 +55,8 @@ keep_last = 2
 """
 
 
-# the longest tests first: `make test` runs two pytest-xdist workers, which take the tests in this order, so the two
-# longest start at once instead of one waiting for the other at the end (about 5 minutes of a 12-minute run)
+# the longest tests first: `make test` runs two pytest-xdist workers, which take the tests one at a time in this order,
+# so the two longest start at once instead of one waiting for the other at the end
 LONGEST_FIRST = ("test_jupyterlab.py", "test_quickstart.py", "test_cpu_paths.py", "test_gpu_check.py")
 
 
