@@ -21,7 +21,7 @@ import torch
 from mdlm_kit.core.device import inference_precision, machine_summary
 from mdlm_kit.core.layers import few_rows_linears
 from mdlm_kit.drafts.speculative import CachedTarget, plain_decode
-from mdlm_kit.drafts.targets import TargetModel, decoding_target
+from mdlm_kit.drafts.targets import TargetModel, decoding_target, exact_rows
 
 PROMPT = [{"role": "user", "content": "Explain in two sentences why the sky is blue, and give one example."}]
 
@@ -89,7 +89,7 @@ def main():
         if p == "fp32":
             models[p] = base
         elif p == "bf16":
-            models[p] = TargetModel.from_pretrained(args.target, dtype=torch.bfloat16)
+            models[p] = exact_rows(TargetModel.from_pretrained(args.target, dtype=torch.bfloat16))
         elif p == "int8":
             models[p] = _int8(TargetModel.from_pretrained(args.target))
         elif p == "int8-rows":

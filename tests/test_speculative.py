@@ -477,13 +477,14 @@ def test_lossless_on_smollm2():
 @pytest.mark.slow
 def test_lossless_on_smollm2_in_bf16():
     """The real target in bf16, where bf16 rounding once flipped near-ties between verification and plain decoding:
-    with `exact_rows` (switched on by decoding) DFlash, the EAGLE-3 chain and the tree, drafters in bf16, give the plain
-    bf16 greedy output on three held-out prompts, 24 tokens each."""
-    from mdlm_kit.core.device import cast_weights
+    with `exact_rows` (switched on by `decoding_target`) DFlash, the EAGLE-3 chain and the tree, drafters in bf16, give
+    the plain bf16 greedy output on three held-out prompts, 24 tokens each."""
+    from mdlm_kit.core.device import cast_weights, inference_precision
     from mdlm_kit.drafts.speculate import load_prompts, speculate
-    from mdlm_kit.drafts.targets import TargetModel
+    from mdlm_kit.drafts.targets import decoding_target
 
-    tgt = TargetModel.from_pretrained("smollm2", dtype=torch.bfloat16)
+    cpu = torch.device("cpu")
+    tgt = decoding_target("smollm2", cpu, inference_precision("bf16", cpu, verifies=True))
     df, e3 = (cast_weights(d, torch.bfloat16) for d in _smollm2_drafters(tgt))
     prompts = load_prompts("heldout", 3)
     for d, nodes in ((df, 0), (e3, 0), (e3, 6)):
@@ -580,15 +581,22 @@ def _decoders_equal_plain(target, df, e3, tables, prompt):
 
 
 def test_bf16_target_and_drafters_stay_lossless(setup, drafters):
-    """The decoders run with bf16 weights and equal plain bf16 greedy decoding. On a CPU decoding switches the bf16
-    target to `exact_rows` (packed linears, attention one row at a time), so each verified row is the bits of a
-    one-token step: without it, bf16 rounding of multi-token forwards flipped near-ties on SmolLM2 (bench/README.md)."""
+    """The decoders run with bf16 weights and equal plain bf16 greedy decoding. On a CPU a bf16 target decodes only
+    once switched to `exact_rows` (packed linears, attention one row at a time), so each verified row is the bits of a
+    one-token step: without it, bf16 rounding of multi-token forwards flipped near-ties on SmolLM2 (bench/README.md).
+    Decoding never switches it: an unswitched one is refused with the fix."""
     import copy
+    from mdlm_kit.core.config import ConfigError
     from mdlm_kit.core.device import cast_weights
     from mdlm_kit.core.layers import PackedLinear
+    from mdlm_kit.drafts.targets import exact_rows
 
     tgt, _, prompt, _ = setup
     t16 = cast_weights(copy.deepcopy(tgt), torch.bfloat16)
+    with pytest.raises(ConfigError, match=r"call exact_rows\(target\) once before decoding"):
+        plain_decode(t16, prompt, 2)
+    assert t16.model.config._attn_implementation != "kit_rows"  # refused, and left as it was
+    exact_rows(t16)
     plain_decode(t16, prompt, 2)
     assert t16.model.config._attn_implementation == "kit_rows"  # on every CPU (packed, or a row at a time)
     assert all(type(m) is PackedLinear for m in t16.model.modules() if isinstance(m, torch.nn.Linear))
@@ -737,7 +745,7 @@ def test_cpus_without_the_fast_paths_fall_back_and_stay_lossless(setup, drafters
     from mdlm_kit.core.device import DeviceError, cast_weights, inference_precision, simulated_cpu
     from mdlm_kit.core.layers import PackedLinear, few_rows_linears, int8_rows_levels, pack_weight
     from mdlm_kit.drafts.speculate import draft_precision, make_proposer, set_draft_precision
-    from mdlm_kit.drafts.targets import int8_target
+    from mdlm_kit.drafts.targets import exact_rows, int8_target
 
     import platform
 
@@ -747,7 +755,7 @@ def test_cpus_without_the_fast_paths_fall_back_and_stay_lossless(setup, drafters
     device._NOTED.clear()
     cpu_ = torch.device("cpu")
     with simulated_cpu(cpu):
-        t16 = cast_weights(copy.deepcopy(tgt), torch.bfloat16)
+        t16 = exact_rows(cast_weights(copy.deepcopy(tgt), torch.bfloat16))
         df, e3 = (cast_weights(copy.deepcopy(d), torch.bfloat16) for d in drafters)
         _decoders_equal_plain(t16, df, e3, t16.embeddings_and_head(), prompt)
         linears = [m for m in t16.model.modules() if isinstance(m, torch.nn.Linear)]

@@ -21,7 +21,7 @@ from .chat_data import tokenize_conversation
 from .speculative import LookupBranchProposer, NgramStore, SpeculativeError, drafter_of, drafters
 from .speculative import SamplingParams, plain_decode
 from .speculative import speculative_decode, summarize_runs
-from .targets import decoding_target, digests_match
+from .targets import decoding_target, digests_match, needs_exact_rows
 
 # %% auto #0
 __all__ = ['CPU_DRAFT_TOKENS', 'INT8_KEEP', 'CYCLE', 'default_draft_tokens', 'tokens_per_cycle', 'load_draft',
@@ -281,8 +281,10 @@ def prepare_decoding(target: str, draft_dir, s: DecodeSettings):
     one_row, packed = s.one_row, s.packed
     if s.auto_products:  # timed here, on the target's linears (08_layers)
         one_row, packed = (choose_products(tgt.model)[k] for k in ("one_row", "packed"))
-    if one_row or packed:  # the same products for plain decoding, verification and drafting (08_layers)
-        few_rows_linears(tgt.model, draft, one_row=True, packed=packed)
+    if one_row or packed:  # the same products for plain decoding, verification and drafting (08_layers); a bf16 CPU
+        # target keeps the packed linears of exact_rows (lesson 14)
+        mods = [draft] if needs_exact_rows(tgt) else [tgt.model, draft]
+        few_rows_linears(*mods, one_row=True, packed=packed)
     return tgt, draft, "packed" if packed else "one-row" if one_row else "plain"
 
 # %% ../../nbs/21_speculate.ipynb #77fb9fe2

@@ -10,7 +10,7 @@ import importlib, time
 from dataclasses import dataclass, field
 from typing import Callable
 import torch
-from .targets import exact_rows
+from .targets import check_exact_rows
 from ..core.device import KitError, synchronize
 
 # %% auto #0
@@ -103,15 +103,13 @@ def verify(
 # %% ../../nbs/15_speculative.ipynb #0662d501
 class CachedTarget:
     """A target with a KV cache: `extend` runs new tokens (returning logits and chosen layers' features); `crop` rolls
-    back. A bf16 target on a CPU is switched to `exact_rows` (lesson 14), so that its rows agree with plain decoding."""
+    back. It never changes its target: a bf16 target on a CPU must come switched to `exact_rows` (lesson 14:
+    `decoding_target` does it), so that its rows agree with plain decoding, and is refused otherwise."""
 
     def __init__(self, target, layer_ids=()):
         from transformers import DynamicCache
 
-        bf16 = target.model.get_input_embeddings().weight.dtype == torch.bfloat16
-        if bf16 and target.device.type == "cpu":  # on every CPU: packed where it can, else a row at a time
-            exact_rows(target)
-        self.t, self.layer_ids = target, list(layer_ids)
+        self.t, self.layer_ids = check_exact_rows(target), list(layer_ids)
         self.cache = DynamicCache()
         import inspect  # newer transformers call the cache argument `cache`; older ones `past_key_values`
 

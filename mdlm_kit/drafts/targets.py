@@ -15,14 +15,15 @@ import torch.nn.functional as F
 from fastcore.basics import patch
 from ..core.config import ConfigError
 from ..core.device import KitError
-from ..core.layers import few_rows_linear, few_rows_linears, int8_linears
+from ..core.layers import PackedLinear, few_rows_linear, few_rows_linears, int8_linears
 
 # %% auto #0
 __all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'LLAMA3_TEMPLATE', 'CHAT_TEMPLATES', 'ROW_ATTENTION_MAX', 'TargetError',
            'resolve_target', 'TargetOutput', 'weights_fingerprint', 'target_digest', 'digests_match', 'TargetModel',
            'TargetEmbeddingsAndHead', 'target_shape', 'flatten_draft_config', 'rotary_embedding', 'DraftShape',
            'read_draft_config', 'feature_scaled_init_', 'chat_template_from', 'tiny_tokenizer', 'tiny_target',
-           'row_attention', 'exact_rows', 'rows_attention', 'int8_target', 'decoding_target']
+           'row_attention', 'exact_rows', 'rows_attention', 'needs_exact_rows', 'check_exact_rows', 'int8_target',
+           'decoding_target']
 
 # %% ../../nbs/14_targets.ipynb #d1437718
 class TargetError(KitError, ValueError):
@@ -585,10 +586,31 @@ def rows_attention(target: TargetModel) -> TargetModel:
     from transformers import AttentionInterface, AttentionMaskInterface
     from transformers.masking_utils import sdpa_mask
 
-    if target.model.config._attn_implementation != "kit_rows":  # decoding calls this for every prompt
+    if target.model.config._attn_implementation != "kit_rows":
         AttentionInterface.register("kit_rows", row_attention)
         AttentionMaskInterface.register("kit_rows", sdpa_mask)  # the masks sdpa gets: bool, or None for a plain step
         target.model.set_attn_implementation("kit_rows")
+    return target
+
+# %% ../../nbs/14_targets.ipynb #d3c1d1e2
+def needs_exact_rows(target: TargetModel) -> bool:
+    "Whether `target` decodes exactly only with `exact_rows`: bf16 weights on a CPU."
+    weight = target.model.get_input_embeddings().weight
+    return weight.dtype == torch.bfloat16 and weight.device.type == "cpu"
+
+
+def check_exact_rows(target: TargetModel) -> TargetModel:
+    """`target`, if it is ready to decode exactly: refused, with the fix, when it needs `exact_rows` and is not
+    switched (attention a row at a time, every linear packed)."""
+    plain = [
+        type(m).__name__ for m in target.model.modules() if isinstance(m, nn.Linear) and type(m) is not PackedLinear
+    ]
+    if needs_exact_rows(target) and (target.model.config._attn_implementation != "kit_rows" or plain):
+        raise ConfigError(
+            "a bf16 target on a CPU verifies exactly only with exact_rows (lesson 14), and this one is not switched "
+            f"(attention {target.model.config._attn_implementation!r}, {len(plain)} unpacked linears): load it with "
+            "decoding_target(name, device, precision), or call exact_rows(target) once before decoding."
+        )
     return target
 
 # %% ../../nbs/14_targets.ipynb #4afe6620
@@ -602,6 +624,9 @@ def int8_target(target: TargetModel) -> TargetModel:
 
 def decoding_target(name_or_path, device, precision, **kw) -> TargetModel:
     """A target loaded for decoding in `precision` (a `Precision` from `inference_precision`): its weights in
-    `precision.dtype`, and with `int8` switched by `int8_target`. `kw` go to `TargetModel.from_pretrained`."""
+    `precision.dtype`, switched by `int8_target` for int8 and by `exact_rows` for bf16 on a CPU, so that it verifies
+    exactly. `kw` go to `TargetModel.from_pretrained`."""
     target = TargetModel.from_pretrained(name_or_path, device=device, dtype=precision.dtype, **kw)
-    return int8_target(target) if precision.name == "int8" else target
+    if precision.name == "int8":
+        return int8_target(target)
+    return exact_rows(target) if needs_exact_rows(target) else target
