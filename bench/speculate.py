@@ -23,9 +23,8 @@ from pathlib import Path
 import torch
 from mdlm_kit.drafts.chat_data import heldout_prompts
 from mdlm_kit.core.device import cpu_supports_bf16, inference_precision, machine_summary, resolve_device
-from mdlm_kit.core.layers import few_rows_linears
-from mdlm_kit.drafts.speculate import chat_ids, load_draft, load_prompts, lookup_store, make_proposer
-from mdlm_kit.drafts.speculate import set_draft_precision
+from mdlm_kit.drafts.speculate import DecodeSettings, chat_ids, decoding_products, load_draft, load_prompts
+from mdlm_kit.drafts.speculate import lookup_store, make_proposer, set_draft_precision
 from mdlm_kit.drafts.speculative import (
     DecodeResult,
     PromptLookupProposer,
@@ -143,8 +142,10 @@ def measure(args, dev, precision):
     ref = None  # --plain-fp32: plain decoding of the fp32 target too, in the same rounds
     if args.plain_fp32 and prec.name != "fp32":
         ref = TargetModel.from_pretrained(args.target, device=dev, dtype=torch.float32)
-    if args.one_row or args.packed:  # the same products for plain decoding and every drafter alike (08_layers)
-        few_rows_linears(tgt.model, *drafts.values(), *([ref.model] if ref else []), one_row=True, packed=args.packed)
+    # the same products for plain decoding and every drafter alike, as `mdlm-kit speculate` sets them
+    decoding_products(
+        DecodeSettings(one_row=args.one_row, packed=args.packed), [tgt, *([ref] if ref else [])], drafts.values()
+    )
 
     def run(name, i):
         if name in ("plain", "plain-fp32"):

@@ -26,7 +26,7 @@ from .targets import decoding_target, digests_match, needs_exact_rows
 # %% auto #0
 __all__ = ['CPU_DRAFT_TOKENS', 'INT8_KEEP', 'CYCLE', 'default_draft_tokens', 'tokens_per_cycle', 'load_draft',
            'set_draft_precision', 'draft_precision', 'make_proposer', 'load_prompts', 'chat_ids', 'lookup_store',
-           'DecodeSettings', 'prepare_decoding', 'speculate']
+           'DecodeSettings', 'decoding_products', 'prepare_decoding', 'speculate']
 
 # %% ../../nbs/21_speculate.ipynb #2b1ce130
 CPU_DRAFT_TOKENS = 3  # on a CPU, 4 tokens verify for about 1.2 decode steps, 6-8 for 1.5-1.8 (bench/few_rows_matmul.py)
@@ -261,10 +261,23 @@ def problems(self: DecodeSettings) -> list[str]:
     return bad
 
 # %% ../../nbs/21_speculate.ipynb #8b3baa5f
+def decoding_products(s: DecodeSettings, targets: list, drafts: list) -> str:
+    """The CPU products `s` asks for (or `choose_products` measures on the first target), set on the targets and
+    drafters alike, so that plain decoding, verification and drafting multiply the same way (lesson 08); a bf16 CPU
+    target keeps the packed linears of `exact_rows` (lesson 14). Returns their name: plain, one-row or packed."""
+    one_row, packed = s.one_row, s.packed
+    if s.auto_products:  # timed here, on the target's linears
+        one_row, packed = (choose_products(targets[0].model)[k] for k in ("one_row", "packed"))
+    if one_row or packed:
+        mods = [t.model for t in targets if not needs_exact_rows(t)] + list(drafts)
+        few_rows_linears(*mods, one_row=True, packed=packed)
+    return "packed" if packed else "one-row" if one_row else "plain"
+
+
 def prepare_decoding(target: str, draft_dir, s: DecodeSettings):
     """The target and its drafter as `s` says: the target in the precision that verifies exactly, the drafter in it
-    too unless `s.draft_precision`, both with the CPU products `s` asks for (or `choose_products` measures); returns
-    (target, drafter, the products' name). Nothing else switches a decoding target's kernels."""
+    too unless `s.draft_precision`, both with the CPU products `s` asks for (`decoding_products`); returns (target,
+    drafter, the products' name). Nothing else switches a decoding target's kernels."""
     if bad := s.problems():
         raise ConfigError("; ".join(bad) + ".")
     dev = resolve_device(s.device)
@@ -278,14 +291,7 @@ def prepare_decoding(target: str, draft_dir, s: DecodeSettings):
     prec = inference_precision(s.precision, dev, n, verifies=True)
     tgt = decoding_target(target, dev, prec)
     set_draft_precision(draft, s.draft_precision, prec.dtype)  # int8 linears stay int8 under --packed
-    one_row, packed = s.one_row, s.packed
-    if s.auto_products:  # timed here, on the target's linears (08_layers)
-        one_row, packed = (choose_products(tgt.model)[k] for k in ("one_row", "packed"))
-    if one_row or packed:  # the same products for plain decoding, verification and drafting (08_layers); a bf16 CPU
-        # target keeps the packed linears of exact_rows (lesson 14)
-        mods = [draft] if needs_exact_rows(tgt) else [tgt.model, draft]
-        few_rows_linears(*mods, one_row=True, packed=packed)
-    return tgt, draft, "packed" if packed else "one-row" if one_row else "plain"
+    return tgt, draft, decoding_products(s, [tgt], [draft])
 
 # %% ../../nbs/21_speculate.ipynb #77fb9fe2
 CYCLE = ("num_draft_tokens", "tree_nodes", "tree_top_k", "min_confidence", "lookup_branch", "runner_up")
