@@ -10,7 +10,7 @@ decoding makes their first `--split` tokens those of a shorter run. No timing: t
 import argparse, json, sys
 from pathlib import Path
 from mdlm_kit.drafts.speculate import chat_ids, load_prompts
-from mdlm_kit.drafts.speculative import plain_decode
+from mdlm_kit.drafts.verification import plain_decode
 from mdlm_kit.drafts.targets import TargetModel
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from mdlm_kit.core.device import inference_precision, machine_summary
 from mdlm_kit.core.layers import few_rows_linears
-from mdlm_kit.drafts.speculative import CachedTarget, plain_decode
+from mdlm_kit.drafts.verification import CachedTarget, plain_decode
 from mdlm_kit.drafts.targets import TargetModel, decoding_target, exact_rows
 
 PROMPT = [{"role": "user", "content": "Explain in two sentences why the sky is blue, and give one example."}]

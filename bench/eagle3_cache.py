@@ -12,7 +12,7 @@ from mdlm_kit.core.device import inference_precision, machine_summary, resolve_d
 from mdlm_kit.drafts.eagle3 import Eagle3Config, Eagle3ContextCache, Eagle3DraftModel
 from mdlm_kit.drafts.eagle3 import eagle3_propose
 from mdlm_kit.drafts.speculate import load_draft
-from mdlm_kit.drafts.speculative import SamplingParams
+from mdlm_kit.drafts.verification import SamplingParams
 from mdlm_kit.drafts.targets import decoding_target
 
 

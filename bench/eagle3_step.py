@@ -33,7 +33,7 @@ def one_step(tr: DraftTrainer, batch, saved_top1: bool):
     "Loss and backward of one batch; the seconds it took and the loss."
     ids, lm, hid, top1 = batch
     t0 = time.perf_counter()
-    out = tr.recipe.loss(tr.tables, ids, lm, hid, [0] * len(ids), top1 if saved_top1 else None)
+    out = tr.objective.loss(tr.tables, ids, lm, hid, [0] * len(ids), top1 if saved_top1 else None)
     loss = out["numerator"] / out["denominator"]
     loss.backward()
     dt = time.perf_counter() - t0

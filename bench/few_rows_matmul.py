@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from mdlm_kit.core.layers import few_rows_linear, few_rows_linears, pack_weight, packed_linear, packed_linear_available
 from mdlm_kit.core.device import machine_summary
-from mdlm_kit.drafts.speculative import CachedTarget
+from mdlm_kit.drafts.verification import CachedTarget
 from mdlm_kit.drafts.targets import TargetModel
 from decode_precision import prompt_ids  # the same probe prompt (bench/ is on the path when run as a script)
 

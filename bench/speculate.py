@@ -25,7 +25,7 @@ from mdlm_kit.drafts.chat_data import heldout_prompts
 from mdlm_kit.core.device import cpu_supports_bf16, inference_precision, machine_summary, resolve_device
 from mdlm_kit.drafts.speculate import DecodeSettings, chat_ids, decoding_products, load_draft, load_prompts
 from mdlm_kit.drafts.speculate import lookup_store, make_proposer, set_draft_precision
-from mdlm_kit.drafts.speculative import (
+from mdlm_kit.drafts.verification import (
     DecodeResult,
     PromptLookupProposer,
     decode_tokens_per_s,
@@ -33,7 +33,7 @@ from mdlm_kit.drafts.speculative import (
     speculative_decode,
     summarize_runs,
 )
-from mdlm_kit.drafts.speculative import SamplingParams
+from mdlm_kit.drafts.verification import SamplingParams
 from mdlm_kit.drafts.targets import TargetModel, decoding_target
 
 

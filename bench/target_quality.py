@@ -18,7 +18,7 @@ from mdlm_kit.core.checkpoint import atomic_write_text
 from mdlm_kit.core.device import inference_precision
 from mdlm_kit.drafts.chat_data import heldout_prompts
 from mdlm_kit.drafts.speculate import chat_ids
-from mdlm_kit.drafts.speculative import plain_decode
+from mdlm_kit.drafts.verification import plain_decode
 from mdlm_kit.drafts.targets import decoding_target
 from mdlm_kit.text.data import stdlib_docstrings
 

@@ -22,7 +22,7 @@ from mdlm_kit.drafts.chat_data import load_conversations
 from mdlm_kit.drafts.eagle3 import eagle3_forward
 from mdlm_kit.drafts.features import HiddenStates
 from mdlm_kit.drafts.speculate import chat_ids, load_draft, load_prompts
-from mdlm_kit.drafts.speculative import plain_decode
+from mdlm_kit.drafts.verification import plain_decode
 from mdlm_kit.drafts.targets import TargetModel
 from mdlm_kit.drafts.train import summarize
 

@@ -78,7 +78,7 @@ def test_int8_against_plain_int8_and_plain_fp32(tmp_path, monkeypatch):
 
 def test_cycle_costs_by_hand():
     "Each round's phase time per cycle over that round's own step, not a step shared by the rounds."
-    from mdlm_kit.drafts.speculative import DecodeResult
+    from mdlm_kit.drafts.verification import DecodeResult
 
     def res(verify, cycles):
         return DecodeResult(tokens=[0] * cycles, cycles=[1] * cycles, verify_time=verify, draft_time=verify / 10)

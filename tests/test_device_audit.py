@@ -25,8 +25,8 @@ def test_speculative_decoders_name_their_devices(target):
     from mdlm_kit.drafts.dflash import DFlashConfig, DFlashDraftModel
     from mdlm_kit.drafts.eagle3 import Eagle3Config, Eagle3DraftModel
     from mdlm_kit.drafts.speculate import make_proposer
-    from mdlm_kit.drafts.speculative import NgramStore, PromptLookupProposer, plain_decode, speculative_decode
-    from mdlm_kit.drafts.speculative import SamplingParams
+    from mdlm_kit.drafts.verification import NgramStore, PromptLookupProposer, plain_decode, speculative_decode
+    from mdlm_kit.drafts.verification import SamplingParams
 
     tables = target.embeddings_and_head()
     df = DFlashDraftModel(DFlashConfig.from_target(target.config, mask_token_id=0, block_size=4, num_feature_layers=2))

@@ -143,7 +143,7 @@ def test_online_and_offline_give_the_same_loss(tiny, tmp_path):
         log=lambda *a: None,
     )
     feats = tmp_path / "feats"
-    save_hidden_states(tgt, on.train_set, on.recipe.layer_ids, feats, dtype="fp32", shard_size=4, progress=False)
+    save_hidden_states(tgt, on.train_set, on.objective.layer_ids, feats, dtype="fp32", shard_size=4, progress=False)
     off = DraftTrainer(
         _cfg(chat, target_model_path=str(d / "target"), train_data_path="", train_hidden_states_path=str(feats)),
         tmp_path / "off",

@@ -24,7 +24,7 @@ def _trainer(setup, out, algo, **kw):
     run = {"num_epochs": 1, "max_steps": 5, "log_interval": 1, "save_interval": 1, "seed": 3, "learning_rate": 3e-3}
     cfg = tiny_draft_config(chat, **{**TINY_DFLASH, **TINY_EAGLE3, **run, **kw})
     tr = DraftTrainer(cfg, out, algo, target=tgt, progress=False, log=lambda *a: None)
-    loss = tr.recipe.loss
+    loss = tr.objective.loss
 
     def poisoned(*a, **k):  # the third optimizer step's loss is NaN
         out = loss(*a, **k)
@@ -32,7 +32,7 @@ def _trainer(setup, out, algo, **kw):
             out["numerator"] = out["numerator"] * float("nan")
         return out
 
-    tr.recipe.loss = poisoned
+    tr.objective.loss = poisoned
     return tr
 
 

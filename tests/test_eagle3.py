@@ -93,9 +93,9 @@ def test_online_equals_offline(tiny, tmp_path):
     tgt, chat, d = tiny
     quiet = dict(progress=False, log=lambda *a: None)
     on = DraftTrainer(_cfg(chat, target_model_path=str(d / "target")), tmp_path / "on", "eagle3", target=tgt, **quiet)
-    assert on.recipe.layer_ids == [1, 2, 2, 5]
+    assert on.objective.layer_ids == [1, 2, 2, 5]
     feats = tmp_path / "feats"
-    save_hidden_states(tgt, on.train_set, on.recipe.layer_ids, feats, dtype="fp32", progress=False)
+    save_hidden_states(tgt, on.train_set, on.objective.layer_ids, feats, dtype="fp32", progress=False)
     off = DraftTrainer(
         _cfg(chat, target_model_path=str(d / "target"), train_data_path="", train_hidden_states_path=str(feats)),
         tmp_path / "off",

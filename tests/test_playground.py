@@ -16,7 +16,7 @@ from mdlm_kit.ui.playground import (
     speculative_frames,
 )
 from mdlm_kit.mdlm.sampling import load_inference, transfer_schedule
-from mdlm_kit.drafts.speculative import plain_decode
+from mdlm_kit.drafts.verification import plain_decode
 from mdlm_kit.cli.main import main
 from mdlm_kit.core.checkpoint import CheckpointError
 

@@ -8,7 +8,7 @@ from torch.overrides import TorchFunctionMode
 from mdlm_kit.core.layers import int8_lacks, int8_linear_available
 from mdlm_kit.drafts.dflash import DFlashConfig, DFlashDraftModel, DFlashProposer, dflash_forward
 from mdlm_kit.drafts.eagle3 import Eagle3Config, Eagle3DraftModel, Eagle3Proposer, Eagle3TreeProposer, eagle3_forward
-from mdlm_kit.drafts.speculative import (
+from mdlm_kit.drafts.verification import (
     LookupBranchProposer,
     NgramStore,
     PromptLookupProposer,
@@ -16,7 +16,7 @@ from mdlm_kit.drafts.speculative import (
     speculative_decode,
     summarize_runs,
 )
-from mdlm_kit.drafts.speculative import SamplingParams
+from mdlm_kit.drafts.verification import SamplingParams
 from mdlm_kit.drafts.targets import tiny_target
 
 BS = 6

@@ -13,7 +13,7 @@ from ..drafts.dflash import build_target_layer_ids
 from ..core.config import ConfigError, add_config_flags, add_run_flags, apply_settings, settings_from_flags
 from ..core.device import launched_world_size
 from ..drafts.speculate import DecodeSettings
-from ..drafts.speculative import drafters
+from ..drafts.verification import drafters
 
 # %% auto #0
 __all__ = ['config_from_args', 'one_device_only', 'cmd_train_draft', 'cmd_make_chat_data', 'cmd_hidden_states', 'cmd_speculate',
@@ -147,7 +147,7 @@ def _check_speculate_flags(args, s: DecodeSettings):
 # %% ../../nbs/25_draft_cli.ipynb #d5e40fa5
 def cmd_speculate(args):
     from mdlm_kit.drafts.speculate import load_prompts, lookup_store, prepare_decoding, speculate
-    from mdlm_kit.drafts.speculative import SamplingParams
+    from mdlm_kit.drafts.verification import SamplingParams
 
     s = apply_settings(DecodeSettings(), settings_from_flags(args))
     _check_speculate_flags(args, s)
@@ -271,7 +271,7 @@ def add_draft_commands(sub):
     _add_hidden_states(sub)
     _add_speculate(sub)
     for name, d in drafters().items():
-        if d.recipe is None:  # a drafter that only decodes has no trainer
+        if d.objective is None:  # a drafter that only decodes has no trainer
             continue
         p = sub.add_parser(
             f"train-{name}",

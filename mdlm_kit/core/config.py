@@ -351,7 +351,7 @@ def _int_list(text: str) -> list[int]:
 def add_config_flags(p: argparse.ArgumentParser, cls, *, skip=(), only=(), defaults: dict | None = None):
     """One flag per setting of the config class `cls`: `--name-with-dashes` and the field's other spellings, with its
     help, type and default. `skip` leaves names out, `only` keeps the keys that start so (`data.`), `defaults`
-    replaces a default by name (for a command whose recipe differs)."""
+    replaces a default by name (for a command whose defaults differ)."""
     for key, f in config_fields(cls):
         name = key.split(".")[-1]
         if name in skip or (only and not key.startswith(tuple(only))):

@@ -16,14 +16,14 @@ from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.device import KitError, cast_weights
 from .targets import feature_scaled_init_, flatten_draft_config, read_draft_config, rotary_embedding
 from .targets import DraftShape, target_shape
-from .speculative import Drafter, Proposal, Proposer, register_drafter
+from .verification import Drafter, Proposal, Proposer, register_drafter
 
 # %% auto #0
 __all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ARCHITECTURE', 'LEGACY_MODEL_TYPE', 'ATTENTION_BACKENDS', 'DFLASH', 'DFlashError',
            'build_target_layer_ids', 'sample_anchors', 'dflash_blocks', 'dflash_mask_mod', 'dflash_attention_mask',
            'dflash_position_weights', 'DFlashConfig', 'BlockStructure', 'DFlashAttention', 'DFlashLayer',
            'DFlashDraftModel', 'reference_config', 'is_dflash_config', 'block_metrics', 'dflash_forward', 'draft_block',
-           'DFlashContextCache', 'DFlashProposer', 'DFlashRecipe', 'dflash_proposer']
+           'DFlashContextCache', 'DFlashProposer', 'DFlashObjective', 'dflash_proposer']
 
 # %% ../../nbs/17_dflash.ipynb #c680a109
 class DFlashError(KitError, ValueError):
@@ -613,7 +613,7 @@ class DFlashProposer(Proposer):
         self.cache.extend(features.float())  # b and the accepted drafts
 
 # %% ../../nbs/17_dflash.ipynb #7d2d0a61
-class DFlashRecipe:
+class DFlashObjective:
     "DFlash: random anchors per sample and epoch, one pass over all blocks, decayed or D-PACE weighted CE."
 
     name = "dflash"
@@ -684,7 +684,7 @@ DFLASH = register_drafter(
         recognises=is_dflash_config,
         proposer=dflash_proposer,
         default_draft_tokens=lambda draft: draft.config.block_size - 1,
-        recipe=DFlashRecipe,
+        objective=DFlashObjective,
         settings=(
             "block_size",
             "num_draft_layers",

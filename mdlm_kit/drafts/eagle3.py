@@ -18,15 +18,15 @@ from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.device import KitError, cast_weights
 from .targets import feature_scaled_init_, read_draft_config, rotary_embedding
 from .targets import DraftShape, target_shape
-from .speculative import Drafter, Proposal, Proposer, SamplingParams, add_runner_ups, draw
-from .speculative import register_drafter, target_probs
+from .verification import Drafter, Proposal, Proposer, SamplingParams, add_runner_ups, draw
+from .verification import register_drafter, target_probs
 
 # %% auto #0
 __all__ = ['MODEL_TYPE', 'ARCHITECTURE', 'EAGLE3', 'Eagle3Error', 'default_aux_layer_ids', 'build_vocab_mapping',
            'ttt_attention_mask', 'ttt_step_weights', 'Eagle3Config', 'Eagle3Attention', 'Eagle3Layer',
            'Eagle3DraftModel', 'shift_left', 'target_labels', 'eagle3_forward', 'draft_embed', 'walked_tau',
            'chain_step_reference', 'Eagle3ContextCache', 'eagle3_propose', 'eagle3_tree_propose', 'Eagle3Proposer',
-           'Eagle3TreeProposer', 'Eagle3Recipe', 'eagle3_proposer']
+           'Eagle3TreeProposer', 'Eagle3Objective', 'eagle3_proposer']
 
 # %% ../../nbs/18_eagle3.ipynb #bd7f9a97
 class Eagle3Error(KitError, ValueError):
@@ -558,7 +558,7 @@ class Eagle3TreeProposer(Eagle3Proposer):
         return Proposal(ids, parents=[p for _, p, _ in tree])
 
 # %% ../../nbs/18_eagle3.ipynb #d56e3a69
-class Eagle3Recipe:
+class Eagle3Objective:
     "EAGLE-3: features of 3 target layers plus the last hidden state (for the target's distribution), TTT unrolled."
 
     name = "eagle3"
@@ -646,7 +646,7 @@ EAGLE3 = register_drafter(
         recognises=lambda cfg: "LlamaForCausalLMEagle3" in cfg.get("architectures", []),
         proposer=eagle3_proposer,
         default_draft_tokens=lambda draft: 5,
-        recipe=Eagle3Recipe,
+        objective=Eagle3Objective,
         settings=("ttt_length", "draft_vocab_size", "eagle_aux_hidden_state_layer_ids", "init_head_from_target"),
         defaults={"learning_rate": 1e-4, "warmup_ratio": 0.015, "max_grad_norm": 0.5},
         runner_ups=True,

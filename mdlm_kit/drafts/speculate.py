@@ -18,9 +18,9 @@ from ..core.layers import Int8Linear, choose_products, few_rows_linears, int8_la
 from ..core.layers import int8_linears
 from .chat_data import embedded_prompts, heldout_prompts, load_conversations, normalize_conversation
 from .chat_data import tokenize_conversation
-from .speculative import LookupBranchProposer, NgramStore, SpeculativeError, drafter_of, drafters
-from .speculative import SamplingParams, plain_decode
-from .speculative import speculative_decode, summarize_runs
+from .verification import LookupBranchProposer, NgramStore, SpeculativeError, drafter_of, drafters
+from .verification import SamplingParams, plain_decode
+from .verification import speculative_decode, summarize_runs
 from .targets import decoding_target, digests_match, needs_exact_rows
 
 # %% auto #0

@@ -24,7 +24,7 @@ from .targets import digests_match
 from .chat_data import build_chat_dataset, dataset_key
 from .features import HiddenStates, FeaturesError
 from .dflash import DFlashError, LOSS_TYPES, ATTENTION_BACKENDS
-from .speculative import drafters
+from .verification import drafters
 
 # %% auto #0
 __all__ = ['SECTIONS', 'RESUME_MAY_CHANGE', 'TargetSettings', 'DataSettings', 'DrafterSettings', 'LossSettings',
@@ -380,12 +380,12 @@ def _target_tables(self: DraftTrainer, target):
 # %% ../../nbs/20_draft_train.ipynb #40ac1d7d
 @patch
 def _build_model(self: DraftTrainer, tconf, digest: str, tok, fresh: bool):
-    "The recipe and its drafter, initialised from the target's tables, and the training (and eval) data."
+    "The objective and its drafter, initialised from the target's tables, and the training (and eval) data."
     cfg = self.cfg
     mask_id = resolve_mask_token_id(cfg.model.mask_token_id, tok, self.tables.vocab_size)
     seed_everything(cfg.training.seed)
-    self.recipe = drafters()[self.algorithm].recipe(cfg, tconf, mask_id, digest)
-    self.model = self.recipe.model.to(self.device)
+    self.objective = drafters()[self.algorithm].objective(cfg, tconf, mask_id, digest)
+    self.model = self.objective.model.to(self.device)
     self.train_set, self.data_id = self._load_data(
         cfg.data.train_data_path, cfg.data.train_hidden_states_path, tok, digest
     )
@@ -394,11 +394,11 @@ def _build_model(self: DraftTrainer, tconf, digest: str, tok, fresh: bool):
         if (cfg.data.eval_data_path or cfg.data.eval_hidden_states_path)
         else None
     )
-    self.recipe.prepare(self.train_set, self.cache_dir, self.data_id)
-    self.recipe.init_from_tables(self.tables)
+    self.objective.prepare(self.train_set, self.cache_dir, self.data_id)
+    self.objective.init_from_tables(self.tables)
     self.n_batches = -(-len(self.train_set) // cfg.training.batch_size)
     if cfg.model.feature_scaled_init:  # the first batch (fixed by the seed) sets the scale of the feature projection
-        self.recipe.init_from_features(self.batch(self.train_set, self.micro_batch(0)[0])[2].cpu())
+        self.objective.init_from_features(self.batch(self.train_set, self.micro_batch(0)[0])[2].cpu())
     if cfg.model.ckpt_dir and fresh:  # fine-tune from a saved drafter
         self.model.load_state_dict(type(self.model).from_pretrained(cfg.model.ckpt_dir).state_dict())
     if not cfg.training.fp32_params and self.precision.dtype == torch.bfloat16:
@@ -459,10 +459,10 @@ def describe(self: DraftTrainer, ev: dict) -> str:
 def _load_data(self: DraftTrainer, data_path, features_path, tok, digest):
     d = self.cfg.data
     if features_path:
-        ds = HiddenStates(features_path).check(self.recipe.layer_ids, digest)
-        samples = [i for i in range(len(ds)) if int(ds[i]["loss_mask"].sum()) >= self.recipe.min_loss_tokens()]
+        ds = HiddenStates(features_path).check(self.objective.layer_ids, digest)
+        samples = [i for i in range(len(ds)) if int(ds[i]["loss_mask"].sum()) >= self.objective.min_loss_tokens()]
         if not samples:
-            raise FeaturesError(f"no sample in {features_path!r} has {self.recipe.min_loss_tokens()} loss tokens.")
+            raise FeaturesError(f"no sample in {features_path!r} has {self.objective.min_loss_tokens()} loss tokens.")
         return _FeatureView(
             ds, samples
         ), f"features:{ds.index['data_key']}:{ds.index['n_samples']}:{ds.index['target_digest']}"
@@ -475,7 +475,7 @@ def _load_data(self: DraftTrainer, data_path, features_path, tok, digest):
         d.train_only_last_turn,
         d.is_preformatted,
         cache_dir=self.cache_dir,
-        min_loss_tokens=self.recipe.min_loss_tokens(),
+        min_loss_tokens=self.objective.min_loss_tokens(),
         log=self.log,
     )
     return data, "chat:" + dataset_key(data_path, tok, d.max_length, d.train_only_last_turn, d.is_preformatted)
@@ -503,7 +503,7 @@ def batch(self: DraftTrainer, data, indices, pad_id: int = 0):
             hid[r, : len(s["input_ids"])] = s["hidden_states"].float()
         hid = hid.to(self.device)
     else:
-        hid = self.target(ids, att, layer_ids=self.recipe.layer_ids, return_logits=False).hidden_states.float()
+        hid = self.target(ids, att, layer_ids=self.objective.layer_ids, return_logits=False).hidden_states.float()
     top1 = None
     if all("target_top1" in s for s in items):
         top1 = torch.zeros(len(items), S, dtype=torch.long, device="cpu")
@@ -536,11 +536,11 @@ def train_step(self: DraftTrainer) -> dict:
     self.model.train()
     agg = {}
 
-    def micro_loss(a):  # the recipe's numerator; the step's loss divides it by the summed denominators
+    def micro_loss(a):  # the objective's numerator; the step's loss divides it by the summed denominators
         idx, seeds = self.micro_batch(self.step * A + a)
         ids, lm, hid, top1 = self.batch(self.train_set, idx)
         with autocast(self.precision):
-            out = self.recipe.loss(self.tables, ids, lm, hid, seeds, top1)
+            out = self.objective.loss(self.tables, ids, lm, hid, seeds, top1)
         _collect(agg, out)
         return out["numerator"], float(out["denominator"])
 
@@ -548,7 +548,7 @@ def train_step(self: DraftTrainer) -> dict:
     if not math.isfinite(num) or den <= 0:
         return self.skip_or_stop(f"{num}/{den}", lr, t.skip_nonfinite)
     gn = self.update(t.max_grad_norm, divide_by=den)  # the loss of the whole step: sum of numerators / sum of den
-    return {"loss": num / den, "lr": lr, "grad_norm": gn, **summarize(agg, self.recipe.name)}
+    return {"loss": num / den, "lr": lr, "grad_norm": gn, **summarize(agg, self.objective.name)}
 
 
 @patch
@@ -565,10 +565,10 @@ def evaluate(self: DraftTrainer, max_samples: int = 256) -> dict | None:
         idx = list(range(i, min(i + self.cfg.training.batch_size, n)))
         ids, lm, hid, top1 = self.batch(self.eval_set, idx)
         with autocast(self.precision):
-            out = self.recipe.loss(self.tables, ids, lm, hid, [10_007 + j for j in idx], top1)
+            out = self.objective.loss(self.tables, ids, lm, hid, [10_007 + j for j in idx], top1)
         _collect(agg, out)
         num, den = num + out["numerator"].item(), den + float(out["denominator"])
-    return {"loss": num / max(den, 1e-12), **summarize(agg, self.recipe.name)}
+    return {"loss": num / max(den, 1e-12), **summarize(agg, self.objective.name)}
 
 
 @patch
@@ -700,7 +700,7 @@ def summarize(agg: dict, algorithm: str = "dflash") -> dict:
         # EAGLE-3 logs acc_0..acc_{T-1} per TTT step, like the reference script
         **(
             {f"acc_{j}": round(float(x), 4) for j, x in enumerate(agg["pos_correct"] / cnt)}
-            if getattr(drafters()[algorithm].recipe, "step_accuracies", False)
+            if getattr(drafters()[algorithm].objective, "step_accuracies", False)
             else {}
         ),
     }

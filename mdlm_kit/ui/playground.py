@@ -18,9 +18,9 @@ from matplotlib.figure import Figure
 from ..core.device import KitError
 from ..mdlm.block import block_diffusion_steps
 from ..mdlm.sampling import SAMPLERS, decode, diffusion_steps, load_inference, objective_of
-from ..drafts.speculative import DecodeResult, plain_decode, speculative_decode, summarize_runs
+from ..drafts.verification import DecodeResult, plain_decode, speculative_decode, summarize_runs
 from ..drafts.speculate import default_draft_tokens, make_proposer
-from ..drafts.speculative import SamplingParams
+from ..drafts.verification import SamplingParams
 
 # %% auto #0
 __all__ = ['DIFFUSION_COLORS', 'SPEC_COLORS', 'NO_CHECKPOINT', 'PlaygroundError', 'Limits', 'check_range', 'check_prompt',
