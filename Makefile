@@ -55,8 +55,9 @@ test-fast: install browser lint
 lint: install
 	$(BIN)/ruff format --check nbs tests tools bench
 	$(BIN)/ruff check nbs tests tools bench
-	@# the generated package on its own: no unused or undefined names (the notebooks' test cells import what they use)
-	$(BIN)/ruff check --isolated --select F401,F811,F821,F841 --exclude mdlm_kit/_modidx.py mdlm_kit
+	@# the generated package, the tests, benchmarks and tools: no unused or undefined names (the notebooks' test cells
+	@# import what they use, so the notebooks are left out)
+	$(BIN)/ruff check --isolated --select F401,F811,F821,F841 --exclude mdlm_kit/_modidx.py mdlm_kit tests bench/*.py tools
 
 # two pytest-xdist workers, a thread each (tests/conftest.py), the longest tests first; the slowest tests are named at
 # the end of the output: where the suite's time goes, in every CI log

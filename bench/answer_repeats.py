@@ -7,11 +7,12 @@ Prompt lookup can only draft such tokens; a drafter that predicts from meaning n
 The answers are decoded here in fp32 (`plain_decode`), as `bench/speculate.py`'s baseline decodes them; greedy
 decoding makes their first `--split` tokens those of a shorter run. No timing: the figures are deterministic."""
 
-import argparse, json, sys
+import json, sys
 from pathlib import Path
 from mdlm_kit.drafts.speculate import chat_ids, load_prompts
 from mdlm_kit.drafts.verification import plain_decode
 from mdlm_kit.drafts.targets import TargetModel
+from bench_flags import add_prompt_flags, bench_parser
 
 
 def bigram_seen(prompt: list[int], answer: list[int]) -> list[bool]:
@@ -38,13 +39,9 @@ def shares(flags: list[list[bool]], split: int) -> dict:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--target", default="smollm2")
-    ap.add_argument("--prompts", default="heldout", help="comma list of prompt sets (see mdlm-kit speculate)")
-    ap.add_argument("--num-prompts", type=int, default=12)
-    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap = bench_parser(__doc__, "answer_repeats.json")
+    add_prompt_flags(ap, "heldout", num_prompts=12, max_new_tokens=128)
     ap.add_argument("--split", type=int, default=48, help="answer position where 'late' begins")
-    ap.add_argument("--output", default="bench/results/answer_repeats.json")
     args = ap.parse_args()
     tgt = TargetModel.from_pretrained(args.target)
     eos = tgt.tokenizer.eos_token_id

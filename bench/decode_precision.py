@@ -15,13 +15,14 @@ verification and also a different model. A bf16 target decodes with `exact_rows`
 (packed linears, attention one row at a time: `CachedTarget` switches it), so `--packed` gives fp32 the same products.
 """
 
-import argparse, json, statistics, sys, time
+import json, statistics, sys, time
 from pathlib import Path
 import torch
 from mdlm_kit.core.device import inference_precision, machine_summary
 from mdlm_kit.core.layers import few_rows_linears
 from mdlm_kit.drafts.verification import CachedTarget, plain_decode
 from mdlm_kit.drafts.targets import TargetModel, decoding_target, exact_rows
+from bench_flags import bench_parser
 
 PROMPT = [{"role": "user", "content": "Explain in two sentences why the sky is blue, and give one example."}]
 
@@ -68,8 +69,7 @@ def _batch_step_ms(tgt, ids, batch):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--target", default="smollm2")
+    ap = bench_parser(__doc__, "decode_precision.json")
     ap.add_argument("--precisions", default="fp32,bf16,int8")
     ap.add_argument("--sizes", default="1,2,4,8,16")
     ap.add_argument("--rounds", type=int, default=7)
@@ -80,7 +80,6 @@ def main():
         help="fp32 and bf16 with the decoders' products: one row as two, 3-128 rows packed (PackedLinear; bf16 also "
         "attends one row at a time, exact_rows, as every CPU decode in bf16 does)",
     )
-    ap.add_argument("--output", default="bench/results/decode_precision.json")
     args = ap.parse_args()
     base = TargetModel.from_pretrained(args.target)
     names = args.precisions.split(",")

@@ -19,10 +19,11 @@ makes them in fp32, as the AVX2 machine of r3 did at 1.7-1.9x the time, `--num-p
 CPU-hours. The trainers run in bf16 there too: r8's EAGLE-3 step took 1.42 s against r6's 2.32 s in fp32, which is
 what pays for its 1,700 steps; where they train in fp32, `--eagle3-steps 1000` as r6 did.)"""
 
-import argparse, json, os, resource, subprocess, sys, time
+import json, os, resource, subprocess, sys, time
 from pathlib import Path
 from mdlm_kit.core.checkpoint import atomic_write_text, read_events
 from mdlm_kit.core.device import machine_summary
+from bench_flags import bench_parser
 
 # one pass of the target for both drafters: the union of their layers; each trainer reads its own from it (and drops
 # the conversations too short for it: DFlash needs 2 x block size supervised tokens)
@@ -192,8 +193,7 @@ def collect(run: Path, command: str) -> dict:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--target", default="smollm2")
+    ap = bench_parser(__doc__, "drafter_recipe.json")
     ap.add_argument("--output-dir", default="runs/recipe")
     ap.add_argument("--collect", default="", help="only summarise this finished run")
     ap.add_argument(
@@ -227,7 +227,6 @@ def main():
     )
     ap.add_argument("--dflash-eval", type=int, default=125)
     ap.add_argument("--eagle3-eval", type=int, default=100)
-    ap.add_argument("--output", default="bench/results/drafter_recipe.json")
     a = ap.parse_args()
     run = Path(a.collect or a.output_dir)
     if not a.collect:

@@ -5,7 +5,7 @@ warm-up, interleaved rounds, medians.
 
     python bench/eagle3_cache.py [--draft runs/eagle3/draft] [--precision fp32]"""
 
-import argparse, json, statistics, time
+import json, statistics, time
 from pathlib import Path
 import torch
 from mdlm_kit.core.device import inference_precision, machine_summary, resolve_device
@@ -14,16 +14,16 @@ from mdlm_kit.drafts.eagle3 import eagle3_propose
 from mdlm_kit.drafts.speculate import load_draft
 from mdlm_kit.drafts.verification import SamplingParams
 from mdlm_kit.drafts.targets import decoding_target
+from bench_flags import bench_parser
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = bench_parser(__doc__, "eagle3_cache.json", target=False)
     ap.add_argument("--draft", default="runs/eagle3/draft", help="a saved EAGLE-3 drafter (an untrained one if absent)")
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--prefixes", default="64,256,1024")
     ap.add_argument("--chain", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--output", default="bench/results/eagle3_cache.json")
     a = ap.parse_args()
     dev = resolve_device("auto")
     prec = inference_precision(a.precision, dev)

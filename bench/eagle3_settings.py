@@ -13,11 +13,12 @@ With `--first-shards N` the arms train on the first N shards of the training fea
 features): how much the amount of data moves a drafter at a fixed number of steps (lesson 22, "What limits tau").
 The subset is a directory of links to those shards with its own index, made under --output-dir."""
 
-import argparse, json, os, subprocess, sys
+import json, os, subprocess, sys
 from pathlib import Path
 import drafter_recipe
 from mdlm_kit.core.checkpoint import atomic_write_text
 from mdlm_kit.drafts.recipes import eval_curve
+from bench_flags import bench_parser
 
 
 def command(a, name: str, flags: str) -> list[str]:
@@ -65,8 +66,7 @@ def done(run: Path, steps: int) -> bool:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--target", default="smollm2")
+    ap = bench_parser(__doc__, "eagle3_settings.json")
     ap.add_argument("--features", required=True, help="a recipe run's feats directory (train/ and eval/)")
     ap.add_argument("--output-dir", required=True, help="the arms' run directories go here")
     ap.add_argument("--arm", action="append", default=[], help="NAME=FLAGS (flags joined by '=' or spaces)")
@@ -77,7 +77,6 @@ def main():
     ap.add_argument("--eval-interval", type=int, default=100)
     ap.add_argument("--first-shards", type=int, default=0, help="train on the first N shards of the features only")
     ap.add_argument("--collect", action="store_true", help="only collect finished arms")
-    ap.add_argument("--output", default="bench/results/eagle3_settings.json")
     a = ap.parse_args()
     a.eagle3_aux = ",".join(map(str, drafter_recipe.feature_layers(a)[0][:-1]))  # the last layer is for the labels
     if a.first_shards:

@@ -8,7 +8,7 @@ ways differ there.
 
     python bench/eagle3_step.py --features runs/r5/feats [--batches 4 --rounds 5 --threads 1]"""
 
-import argparse, json, statistics, tempfile, time
+import json, statistics, tempfile, time
 from pathlib import Path
 import torch
 from mdlm_kit.cli.drafts import config_from_args
@@ -16,6 +16,7 @@ from mdlm_kit.cli.main import make_parser
 from mdlm_kit.core.device import machine_summary
 from mdlm_kit.drafts.train import DraftTrainer
 import drafter_recipe  # the recipe's EAGLE-3 flags (bench/ is on the path when run as a script)
+from bench_flags import bench_parser
 
 
 def trainer(features: str, target: str, out: str, aux: str = "1,14,26") -> DraftTrainer:
@@ -54,14 +55,13 @@ def label_disagreement(tr: DraftTrainer, batches) -> tuple[int, int]:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = bench_parser(__doc__, "eagle3_step.json", target=False)
     ap.add_argument("--features", required=True, help="a recipe run's feats directory (saved with target_top1)")
     ap.add_argument("--target", default="smollm2")
     ap.add_argument("--batches", type=int, default=4, help="batches timed each round (the trainer's first ones)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--layers", default="1,14,26", help="EAGLE-3's three feature layers (the recipe's, for SmolLM2)")
-    ap.add_argument("--output", default="bench/results/eagle3_step.json")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     with tempfile.TemporaryDirectory() as out:

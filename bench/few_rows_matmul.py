@@ -16,7 +16,7 @@ n = 1 is a plain decode step; n = k+1 verifies k drafts. Ratios to n = 1 are wha
 far the other form stays cheaper on this machine.
 Every form gives the same logits up to fp32 rounding (the largest difference from `F.linear` is printed)."""
 
-import argparse, json, statistics, sys, time
+import json, statistics, sys, time
 from pathlib import Path
 import torch
 import torch.nn.functional as F
@@ -25,6 +25,7 @@ from mdlm_kit.core.device import machine_summary
 from mdlm_kit.drafts.verification import CachedTarget
 from mdlm_kit.drafts.targets import TargetModel
 from decode_precision import prompt_ids  # the same probe prompt (bench/ is on the path when run as a script)
+from bench_flags import bench_parser
 
 KINDS = {"F.linear": F.linear, "few_rows_linear": few_rows_linear}
 SWITCH = {"F.linear": dict(enable=False), "few_rows_linear": {}, "packed": dict(packed=True)}  # few_rows_linears
@@ -69,12 +70,10 @@ def _logit_gap(tgt, ids, n):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--target", default="smollm2")
+    ap = bench_parser(__doc__, "few_rows_matmul.json")
     ap.add_argument("--sizes", default="1,2,3,4,5,6,8")
     ap.add_argument("--wide-sizes", default="3,7,16,32,48,64")
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--output", default="bench/results/few_rows_matmul.json")
     args = ap.parse_args()
     tgt = TargetModel.from_pretrained(args.target)
     weights = [m.weight for m in tgt.model.modules() if isinstance(m, torch.nn.Linear)]

@@ -17,7 +17,7 @@ How it measures (these machines are noisy: run it with nothing else on the cores
 - the cost of a cycle in plain-step units: draft and verify time per cycle over plain decoding's time per token past
   the prompt; the prompt's prefill (the same both ways) is timed apart, and `decode_speedup_median` leaves it out."""
 
-import argparse, json, statistics, sys, time
+import json, statistics, sys, time
 from typing import NamedTuple
 from pathlib import Path
 import torch
@@ -35,6 +35,7 @@ from mdlm_kit.drafts.verification import (
 )
 from mdlm_kit.drafts.verification import SamplingParams
 from mdlm_kit.drafts.targets import TargetModel, decoding_target
+from bench_flags import add_prompt_flags, bench_parser
 
 
 def _hf_generate(tgt, ids, n, eos):
@@ -265,8 +266,7 @@ def measure(args, dev, precision):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--target", default="smollm2")
+    ap = bench_parser(__doc__, "speculate.json")
     ap.add_argument("--dflash", default="runs/dflash/draft", help="a DFlash draft directory ('' to skip)")
     ap.add_argument("--dpace", default="", help="a D-PACE-trained DFlash draft directory ('' to skip)")
     ap.add_argument("--eagle3", default="runs/eagle3/draft", help="an EAGLE-3 draft directory ('' to skip)")
@@ -276,11 +276,7 @@ def main():
         help="comma list: the whole measurement runs once per precision, "
         "each method against plain decoding in the same precision ('auto': see inference_precision)",
     )
-    ap.add_argument(
-        "--prompts", default="heldout", help="'heldout', 'embedded' or a prompt file (see mdlm-kit speculate)"
-    )
-    ap.add_argument("--num-prompts", type=int, default=0, help="0: all")
-    ap.add_argument("--max-new-tokens", type=int, default=64)
+    add_prompt_flags(ap, "heldout", num_prompts=0, max_new_tokens=64)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument(
         "--num-draft-tokens",
@@ -355,7 +351,6 @@ def main():
         help="for a precision other than fp32: plain decoding of the fp32 target too, in the same rounds (a second "
         "copy in memory), and each method's speedup over it",
     )
-    ap.add_argument("--output", default="bench/results/speculate.json")
     args = ap.parse_args()
     dev = resolve_device("auto")
     out = {}

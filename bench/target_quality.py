@@ -11,7 +11,7 @@ No timing: every figure is deterministic. For each precision the target is loade
   the fp32 target's answers: how many are the same, and the median position of the first token that differs.
 """
 
-import argparse, json, math, random, statistics, sys
+import json, math, random, statistics, sys
 import torch
 import torch.nn.functional as F
 from mdlm_kit.core.checkpoint import atomic_write_text
@@ -21,6 +21,7 @@ from mdlm_kit.drafts.speculate import chat_ids
 from mdlm_kit.drafts.verification import plain_decode
 from mdlm_kit.drafts.targets import decoding_target
 from mdlm_kit.text.data import stdlib_docstrings
+from bench_flags import bench_parser
 
 
 def text_windows(tok, n: int, width: int, seed: int = 0) -> torch.Tensor:
@@ -49,14 +50,12 @@ def first_difference(a: list[int], b: list[int]) -> int:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--target", default="smollm2")
+    ap = bench_parser(__doc__, "target_quality.json")
     ap.add_argument("--precisions", default="fp32,bf16,int8", help="comma list; fp32 first (the reference)")
     ap.add_argument("--windows", type=int, default=24)
     ap.add_argument("--window", type=int, default=256)
     ap.add_argument("--num-prompts", type=int, default=0, help="held-out prompts (0: all 24)")
     ap.add_argument("--max-new-tokens", type=int, default=48)
-    ap.add_argument("--output", default="bench/results/target_quality.json")
     args = ap.parse_args()
     names = [p.strip() for p in args.precisions.split(",")]
     if names[0] != "fp32":

@@ -15,7 +15,7 @@ the draft vocabulary holds at all (`in_draft_vocab`, a ceiling on every position
 chat data), the share of them that occur anywhere in its answers (`seen_in_training_answers`). No timing: the figures
 are deterministic."""
 
-import argparse, json, sys
+import json, sys
 from pathlib import Path
 import torch
 from mdlm_kit.drafts.chat_data import load_conversations
@@ -25,6 +25,7 @@ from mdlm_kit.drafts.speculate import chat_ids, load_draft, load_prompts
 from mdlm_kit.drafts.verification import plain_decode
 from mdlm_kit.drafts.targets import TargetModel
 from mdlm_kit.drafts.train import summarize
+from bench_flags import add_prompt_flags, bench_parser
 
 SUMS = ("tau_sum", "n_blocks", "walk_tokens", "walk_cycles")
 
@@ -107,8 +108,7 @@ def on_greedy_answers(tgt, draft, tables, prompts, n: int, steps: int, seen=None
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--target", default="smollm2")
+    ap = bench_parser(__doc__, "walked_tau.json")
     ap.add_argument("--draft", required=True, help="an EAGLE-3 draft directory")
     ap.add_argument("--features", default="", help="saved features (e.g. a recipe's feats/eval)")
     ap.add_argument(
@@ -116,11 +116,8 @@ def main():
     )
     ap.add_argument("--train-chat", default="", help="the recipe's chat data (chat/train.jsonl): tokens it holds")
     ap.add_argument("--max-sequences", type=int, default=200, help="conversations taken from --train-features")
-    ap.add_argument("--prompts", default="", help="'heldout', 'embedded' or a prompt file: the target's answers")
-    ap.add_argument("--num-prompts", type=int, default=12)
-    ap.add_argument("--max-new-tokens", type=int, default=48)
+    add_prompt_flags(ap, "", num_prompts=12, max_new_tokens=48)  # the target's answers to these prompts
     ap.add_argument("--steps", type=int, default=4, help="TTT steps: the chain length compared")
-    ap.add_argument("--output", default="bench/results/walked_tau.json")
     args = ap.parse_args()
     tgt = TargetModel.from_pretrained(args.target)
     tables, draft = tgt.embeddings_and_head(), load_draft(args.draft).eval()

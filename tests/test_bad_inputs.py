@@ -5,7 +5,6 @@ byte-for-byte unchanged."""
 import json, os, pickle, shutil
 from pathlib import Path
 import pytest
-import torch
 from conftest import TINY, tree_digest
 from mdlm_kit.cli.main import main
 

@@ -1,7 +1,6 @@
 "DFlash drafter: masks, anchors, weights, chat masks, online = offline, exact resume, and bad input."
 
 import json
-from dataclasses import replace
 from pathlib import Path
 import pytest
 from conftest import TINY_DFLASH, TINY_STEPS, tiny_draft_config
@@ -16,7 +15,7 @@ from mdlm_kit.drafts.dflash import (
     dflash_position_weights,
     sample_anchors,
 )
-from mdlm_kit.drafts.train import DraftTrainConfig, DraftTrainer, resolve_mask_token_id
+from mdlm_kit.drafts.train import DraftTrainer, resolve_mask_token_id
 from mdlm_kit.drafts.features import FeaturesError, HiddenStates, save_hidden_states
 from mdlm_kit.drafts.targets import TargetError, tiny_target, tiny_tokenizer
 

@@ -3,12 +3,11 @@
 "the last good checkpoint intact, or skips the step when asked."
 
 import json
-from pathlib import Path
 import pytest
 from conftest import TINY_DFLASH, TINY_EAGLE3, tiny_draft_config
 import torch
 from mdlm_kit.core.checkpoint import safe_torch_load
-from mdlm_kit.drafts.train import DraftTrainConfig, DraftTrainer
+from mdlm_kit.drafts.train import DraftTrainer
 from mdlm_kit.drafts.targets import tiny_target
 from test_dflash import _chat_file
 

@@ -1,14 +1,13 @@
 "EAGLE-3 drafter: alignment, TTT mask, vocabulary mapping, online = offline, exact resume, serving layout."
 
 import json, shutil
-from pathlib import Path
 import pytest
 from conftest import TINY_EAGLE3, TINY_STEPS, tiny_draft_config
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from mdlm_kit.core.checkpoint import CheckpointError
-from mdlm_kit.drafts.train import DraftTrainConfig, DraftTrainer
+from mdlm_kit.drafts.train import DraftTrainer
 from mdlm_kit.drafts.eagle3 import (
     Eagle3Config,
     Eagle3DraftModel,

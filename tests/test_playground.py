@@ -10,7 +10,6 @@ from mdlm_kit.ui.playground import (
     Limits,
     Playground,
     PlaygroundError,
-    build_app,
     demo_checkpoint,
     denoise_frames,
     speculative_frames,

@@ -3,12 +3,11 @@
 import json
 import pytest
 from conftest import tiny_draft_config
-import torch
 from mdlm_kit.cli.drafts import config_from_args
 from mdlm_kit.cli.main import main, make_parser
-from mdlm_kit.drafts.train import DraftTrainConfig, DraftTrainer
+from mdlm_kit.drafts.train import DraftTrainer
 from mdlm_kit.drafts.eagle3 import default_aux_layer_ids
-from mdlm_kit.drafts.targets import LLAMA3_TEMPLATE, tiny_target
+from mdlm_kit.drafts.targets import LLAMA3_TEMPLATE
 
 
 @pytest.fixture(scope="module")
