@@ -22,6 +22,7 @@ from typing import NamedTuple
 from pathlib import Path
 import torch
 from mdlm_kit.drafts.chat_data import heldout_prompts
+from mdlm_kit.core.config import add_config_flags, apply_settings, settings_from_flags
 from mdlm_kit.core.device import cpu_supports_bf16, inference_precision, machine_summary, resolve_device
 from mdlm_kit.drafts.speculate import DecodeSettings, chat_ids, decoding_products, load_draft, load_prompts
 from mdlm_kit.drafts.speculate import lookup_store, make_proposer, set_draft_precision
@@ -144,9 +145,7 @@ def measure(args, dev, precision):
     if args.plain_fp32 and prec.name != "fp32":
         ref = TargetModel.from_pretrained(args.target, device=dev, dtype=torch.float32)
     # the same products for plain decoding and every drafter alike, as `mdlm-kit speculate` sets them
-    decoding_products(
-        DecodeSettings(one_row=args.one_row, packed=args.packed), [tgt, *([ref] if ref else [])], drafts.values()
-    )
+    decoding_products(args.decoding, [tgt, *([ref] if ref else [])], drafts.values())
 
     def run(name, i):
         if name in ("plain", "plain-fp32"):
@@ -335,16 +334,8 @@ def main():
     ap.add_argument(
         "--only", default="", help="comma list: of the methods the other flags make, run only these (default: all)"
     )
-    ap.add_argument(
-        "--one-row",
-        action="store_true",
-        help="compute one-row products as (W x^T)^T with a zero row too (OneRowLinear), for plain decoding as well",
-    )
-    ap.add_argument(
-        "--packed",
-        action="store_true",
-        help="--one-row, and 3-128 rows through oneDNN with weights packed for a few rows (PackedLinear)",
-    )
+    # the machine side as mdlm-kit speculate declares it, for plain decoding and every method alike
+    add_config_flags(ap, DecodeSettings, only=("device", "one_row", "packed"))
     ap.add_argument(
         "--plain-fp32",
         action="store_true",
@@ -352,7 +343,8 @@ def main():
         "copy in memory), and each method's speedup over it",
     )
     args = ap.parse_args()
-    dev = resolve_device("auto")
+    args.decoding = apply_settings(DecodeSettings(), settings_from_flags(args))
+    dev = resolve_device(args.decoding.device)
     out = {}
     for name in args.precision.split(","):
         out[name] = measure(args, dev, name.strip())
