@@ -135,14 +135,16 @@ def tiny_draft_config(chat, **settings):
     return DraftTrainConfig.from_flags(**{**TINY_DRAFT, "train_data_path": str(chat), **settings})
 
 
-def save_tiny_target_and_chat(directory: Path, arch: str = "llama", n: int = 6):
-    """A tiny target saved to DIR/t and a chat file DIR/chat.jsonl of n conversations (Python's reference topics as
-    answers)."""
+def save_tiny_target_and_chat(
+    directory: Path, arch: str = "llama", n: int = 6, num_layers: int = 5, answer_chars: int = 300, name: str = "t"
+):
+    """A tiny target of `num_layers` saved to DIR/NAME and a chat file DIR/chat.jsonl of n conversations (Python's
+    reference topics as answers, cut at `answer_chars`)."""
     from mdlm_kit.drafts.chat_data import topics_chat
     from mdlm_kit.drafts.targets import tiny_target
 
-    tgt = tiny_target(arch, num_layers=5)
-    tgt.model.save_pretrained(directory / "t")
-    tgt.tokenizer.save_pretrained(directory / "t")
-    topics_chat(directory / "chat.jsonl", n, answer_chars=300)
+    tgt = tiny_target(arch, num_layers=num_layers)
+    tgt.model.save_pretrained(directory / name)
+    tgt.tokenizer.save_pretrained(directory / name)
+    topics_chat(directory / "chat.jsonl", n, answer_chars=answer_chars)
     return tgt

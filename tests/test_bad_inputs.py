@@ -14,7 +14,7 @@ def ws(tmp_path_factory, corpus_file):
     "A workspace holding the outputs a user would not want to lose."
     from mdlm_kit.drafts.targets import tiny_target
     from mdlm_kit.drafts.dflash import DFlashConfig, DFlashDraftModel
-    from test_dflash import _chat_file
+    from mdlm_kit.drafts.chat_data import topics_chat
 
     w = tmp_path_factory.mktemp("ws")
     (w / "tiny.toml").write_text(TINY.format(corpus=corpus_file))
@@ -22,7 +22,7 @@ def ws(tmp_path_factory, corpus_file):
     tgt = tiny_target("qwen3", num_layers=5)
     tgt.model.save_pretrained(w / "target")
     tgt.tokenizer.save_pretrained(w / "target")
-    _chat_file(w / "chat.jsonl", n=6)
+    topics_chat(w / "chat.jsonl", n=6)
     assert (
         main(
             [

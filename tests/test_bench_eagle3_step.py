@@ -11,13 +11,13 @@ import eagle3_step
 def test_both_ways_timed_with_the_same_losses(tmp_path, monkeypatch):
     from mdlm_kit.drafts.features import save_hidden_states
     from mdlm_kit.drafts.targets import tiny_target
-    from test_dflash import _chat_file
+    from mdlm_kit.drafts.chat_data import topics_chat
     from mdlm_kit.drafts.chat_data import build_chat_dataset
 
     tgt = tiny_target("llama", num_layers=6)
     tgt.model.save_pretrained(tmp_path / "target")
     tgt.tokenizer.save_pretrained(tmp_path / "target")
-    chat = _chat_file(tmp_path / "chat.jsonl", n=8, answer_chars=200)
+    chat = topics_chat(tmp_path / "chat.jsonl", n=8, answer_chars=200)
     data = build_chat_dataset(str(chat), tgt.tokenizer, 96, min_loss_tokens=2)
     save_hidden_states(tgt, data, [1, 2, 3, 5], tmp_path / "feats/train", dtype="fp32", progress=False)
     out = tmp_path / "step.json"

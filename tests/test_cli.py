@@ -166,6 +166,14 @@ def expect_error(capsys, args, *needles):
     return err
 
 
+def refused_resume(capsys, run_dir, setting: str, *needles, config=None):
+    "`train --resume --set SETTING` in `run_dir` exits 2 naming `needles`, and leaves every file of the run as it was."
+    before = tree_digest(run_dir)
+    args = ["train", "--config", config or run_dir / "config.toml", "--output-dir", run_dir, "--resume"]
+    expect_error(capsys, [*args, "--no-progress", "--set", setting], *needles)
+    assert tree_digest(run_dir) == before
+
+
 def test_existing_run_is_not_overwritten(trained, tiny_config, capsys):
     before = tree_digest(trained)
     expect_error(capsys, ["train", "--config", tiny_config, "--output-dir", trained], "already holds a run", "--resume")
@@ -173,38 +181,12 @@ def test_existing_run_is_not_overwritten(trained, tiny_config, capsys):
 
 
 def test_resume_refuses_changed_model_and_optimizer(trained, capsys):
-    before = tree_digest(trained)
-    cfg = trained / "config.toml"
-    expect_error(
-        capsys,
-        ["train", "--config", cfg, "--output-dir", trained, "--resume", "--set", "model.d_model=64"],
-        "model.d_model: checkpoint 32 != now 64",
-    )
-    expect_error(
-        capsys,
-        ["train", "--config", cfg, "--output-dir", trained, "--resume", "--set", "training.beta2=0.9"],
-        "training.beta2",
-    )
-    assert tree_digest(trained) == before
+    refused_resume(capsys, trained, "model.d_model=64", "model.d_model: checkpoint 32 != now 64")
+    refused_resume(capsys, trained, "training.beta2=0.9", "training.beta2")
 
 
 def test_resume_refuses_other_tokenizer(trained, capsys):
-    before = tree_digest(trained)
-    expect_error(
-        capsys,
-        [
-            "train",
-            "--config",
-            trained / "config.toml",
-            "--output-dir",
-            trained,
-            "--resume",
-            "--set",
-            "data.tokenizer_vocab_size=500",
-        ],
-        "data.tokenizer_vocab_size",
-    )
-    assert tree_digest(trained) == before
+    refused_resume(capsys, trained, "data.tokenizer_vocab_size=500", "data.tokenizer_vocab_size")
 
 
 def test_resume_without_checkpoint(tmp_path, tiny_config, capsys):
@@ -398,22 +380,7 @@ def test_resume_refuses_changed_learning_rate(tmp_path, tiny_config, capsys):
         run(["train", "--config", tiny_config, "--output-dir", out, "--max-run-steps", "2", "--no-progress"], capsys)[0]
         == 0
     )
-    before = tree_digest(out)
-    expect_error(
-        capsys,
-        [
-            "train",
-            "--config",
-            out / "config.toml",
-            "--output-dir",
-            out,
-            "--resume",
-            "--set",
-            "training.learning_rate=0.1",
-        ],
-        "training.learning_rate: checkpoint 0.003 != now 0.1",
-    )
-    assert tree_digest(out) == before
+    refused_resume(capsys, out, "training.learning_rate=0.1", "training.learning_rate: checkpoint 0.003 != now 0.1")
 
 
 def _poisoned_resume(out, tiny_config, skip):
@@ -516,21 +483,7 @@ def test_ar_baseline_trains_resumes_samples_and_scores(tmp_path, tiny_config, co
 
 
 def test_resume_refuses_another_objective(trained, tiny_config, capsys):
-    expect_error(
-        capsys,
-        [
-            "train",
-            "--config",
-            tiny_config,
-            "--output-dir",
-            trained,
-            "--resume",
-            "--no-progress",
-            "--set",
-            'training.objective="ar"',
-        ],
-        "training.objective",
-    )
+    refused_resume(capsys, trained, 'training.objective="ar"', "training.objective", config=tiny_config)
 
 
 def test_resume_with_more_steps_states_the_changed_schedule(trained, tiny_config, capsys):

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 import pytest
-from conftest import TINY_DFLASH, TINY_STEPS, tiny_draft_config
+from conftest import TINY_DFLASH, TINY_STEPS, save_tiny_target_and_chat, tiny_draft_config
 import torch
 from mdlm_kit.drafts.chat_data import ChatDataError, build_chat_dataset, load_conversations, tokenize_conversation
 from mdlm_kit.core.checkpoint import CheckpointError
@@ -92,34 +92,11 @@ def test_assistant_only_loss_mask(template):
         assert "You are a helpful AI assistant" in tok.decode(s["input_ids"])
 
 
-def _chat_file(path: Path, n: int = 10, answer_chars: int = 400):
-    import pydoc_data.topics
-
-    t = pydoc_data.topics.topics
-    with open(path, "w") as f:
-        for i, k in enumerate(sorted(t)[:n]):
-            f.write(
-                json.dumps(
-                    {
-                        "id": f"c{i}",
-                        "conversations": [
-                            {"role": "user", "content": f"Explain {k}."},
-                            {"from": "gpt", "value": t[k][:answer_chars]},
-                        ],
-                    }
-                )
-                + "\n"
-            )
-    return path
-
-
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     d = tmp_path_factory.mktemp("tiny")
-    tgt = tiny_target("qwen3", num_layers=5)
-    tgt.model.save_pretrained(d / "target")
-    tgt.tokenizer.save_pretrained(d / "target")
-    return tgt, _chat_file(d / "chat.jsonl"), d
+    tgt = save_tiny_target_and_chat(d, "qwen3", n=10, answer_chars=400, name="target")
+    return tgt, d / "chat.jsonl", d
 
 
 def _cfg(chat, **kw):

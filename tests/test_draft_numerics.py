@@ -9,13 +9,13 @@ import torch
 from mdlm_kit.core.checkpoint import safe_torch_load
 from mdlm_kit.drafts.train import DraftTrainer
 from mdlm_kit.drafts.targets import tiny_target
-from test_dflash import _chat_file
+from mdlm_kit.drafts.chat_data import topics_chat
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     d = tmp_path_factory.mktemp("nan")
-    return tiny_target("qwen3", num_layers=5), _chat_file(d / "chat.jsonl")
+    return tiny_target("qwen3", num_layers=5), topics_chat(d / "chat.jsonl")
 
 
 def _trainer(setup, out, algo, **kw):

@@ -2,7 +2,7 @@
 
 import json, shutil
 import pytest
-from conftest import TINY_EAGLE3, TINY_STEPS, tiny_draft_config
+from conftest import TINY_EAGLE3, TINY_STEPS, save_tiny_target_and_chat, tiny_draft_config
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
@@ -20,7 +20,7 @@ from mdlm_kit.drafts.eagle3 import (
 )
 from mdlm_kit.drafts.features import save_hidden_states
 from mdlm_kit.drafts.targets import tiny_target
-from test_dflash import _chat_file, _events
+from test_dflash import _events
 
 
 def test_alignment_by_hand():
@@ -77,10 +77,8 @@ def test_soft_loss_ignores_out_of_vocab_targets():
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     d = tmp_path_factory.mktemp("tiny3")
-    tgt = tiny_target("llama", num_layers=6)
-    tgt.model.save_pretrained(d / "target")
-    tgt.tokenizer.save_pretrained(d / "target")
-    return tgt, _chat_file(d / "chat.jsonl", n=8, answer_chars=200), d
+    tgt = save_tiny_target_and_chat(d, "llama", n=8, num_layers=6, answer_chars=200, name="target")
+    return tgt, d / "chat.jsonl", d
 
 
 def _cfg(chat, **kw):
