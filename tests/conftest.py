@@ -23,36 +23,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 else:
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
-TINY = """name = "tiny"
-device = "cpu"
-precision = "fp32"
+ROOT = Path(__file__).resolve().parents[1]
 
-[model]
-n_layer = 1
-n_head = 2
-d_model = 32
-max_seq_len = 32
 
-[data]
-corpus = "{corpus}"
-tokenizer_vocab_size = 400
-block_size = 32
-val_fraction = 0.1
+def tiny_toml(corpus, *overrides: str) -> str:
+    "configs/tiny.toml (the smallest MDLM run that trains) on `corpus`, with `overrides` (`training.max_steps=40`)."
+    from mdlm_kit.core.config import apply_overrides, load_config, to_toml
 
-[training]
-max_steps = 6
-warmup_steps = 1
-batch_size = 4
-gradient_accumulation_steps = 2
-learning_rate = 0.003
-min_lr = 0.0003
-log_interval = 1
-eval_interval = 3
-eval_batches = 1
-eval_noise_levels = 2
-save_interval = 2
-keep_last = 2
-"""
+    cfg = load_config(ROOT / "configs" / "tiny.toml")
+    return to_toml(apply_overrides(cfg, [f"data.corpus={json.dumps(str(corpus))}", *overrides]))
 
 
 # the longest tests first: `make test` runs two pytest-xdist workers, which take the tests one at a time in this order,
@@ -86,7 +65,7 @@ def corpus_file(tmp_path_factory) -> Path:
 @pytest.fixture
 def tiny_config(tmp_path, corpus_file) -> Path:
     p = tmp_path / "tiny.toml"
-    p.write_text(TINY.format(corpus=corpus_file))
+    p.write_text(tiny_toml(corpus_file))
     return p
 
 

@@ -5,7 +5,7 @@ byte-for-byte unchanged."""
 import json, os, pickle, shutil
 from pathlib import Path
 import pytest
-from conftest import TINY, tree_digest
+from conftest import tiny_toml, tree_digest
 from mdlm_kit.cli.main import main
 
 
@@ -17,7 +17,7 @@ def ws(tmp_path_factory, corpus_file):
     from mdlm_kit.drafts.chat_data import topics_chat
 
     w = tmp_path_factory.mktemp("ws")
-    (w / "tiny.toml").write_text(TINY.format(corpus=corpus_file))
+    (w / "tiny.toml").write_text(tiny_toml(corpus_file))
     assert main(["train", "--config", str(w / "tiny.toml"), "--output-dir", str(w / "run"), "--no-progress"]) == 0
     tgt = tiny_target("qwen3", num_layers=5)
     tgt.model.save_pretrained(w / "target")

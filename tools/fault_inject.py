@@ -28,31 +28,15 @@ MODEL_DIR = {"mdlm": "inference", "dflash": "draft", "eagle3": "draft"}  # what 
 EXE = str(Path(sys.executable).parent / "mdlm-kit")
 ENV = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "GRADIO_ANALYTICS_ENABLED": "False", "OMP_NUM_THREADS": "1"}
 
-TINY_TOML = """name = "fault"
-device = "cpu"
-precision = "fp32"
-[model]
-n_layer = 1
-n_head = 2
-d_model = 32
-max_seq_len = 32
-[data]
-corpus = "{corpus}"
-tokenizer_vocab_size = 400
-block_size = 32
-val_fraction = 0.1
-[training]
-max_steps = {steps}
-warmup_steps = 1
-batch_size = 4
-learning_rate = 0.003
-log_interval = 1
-eval_interval = 1000
-eval_batches = 1
-eval_noise_levels = 2
-save_interval = 1
-keep_last = 3
-"""
+
+def tiny_toml(corpus: Path, steps: int) -> str:
+    "configs/tiny.toml on `corpus` for `steps` steps, a checkpoint every step (three kept) and no eval."
+    from mdlm_kit.core.config import apply_overrides, load_config, to_toml
+
+    overrides = [f"data.corpus={json.dumps(str(corpus))}", 'name="fault"', f"training.max_steps={steps}"]
+    overrides += ["training.gradient_accumulation_steps=1", "training.min_lr=-1.0", "training.eval_interval=1000"]
+    overrides += ["training.save_interval=1", "training.keep_last=3"]
+    return to_toml(apply_overrides(load_config(ROOT / "configs" / "tiny.toml"), overrides))
 
 
 def setup(work: Path) -> dict:
@@ -68,7 +52,7 @@ def setup(work: Path) -> dict:
     tgt.model.save_pretrained(work / "target")
     tgt.tokenizer.save_pretrained(work / "target")
     chat = topics_chat(work / "chat.jsonl", 48, answer_chars=300)
-    (work / "tiny.toml").write_text(TINY_TOML.format(corpus=corpus, steps=40))
+    (work / "tiny.toml").write_text(tiny_toml(corpus, steps=40))
     return {"corpus": corpus, "target": work / "target", "chat": chat, "toml": work / "tiny.toml"}
 
 

@@ -160,6 +160,14 @@ def _mask_from_spans(tok, text, spans):
     return ids, mask
 
 # %% ../../nbs/16_chat_data.ipynb #526ee438
+def _sample(ids: list[int], mask: list[int], max_length: int | None) -> dict:
+    "A tokenized sample, cut to `max_length` tokens: long tensors on the CPU, where samples live until batched."
+    if max_length:
+        ids, mask = ids[:max_length], mask[:max_length]
+    as_long = lambda xs: torch.tensor(xs, dtype=torch.long, device="cpu")  # even under torch.set_default_device
+    return {"input_ids": as_long(ids), "loss_mask": as_long(mask)}
+
+
 def tokenize_conversation(
     tokenizer, messages: list[dict], max_length: int | None = None, train_only_last_turn: bool = False
 ) -> dict:
@@ -183,12 +191,7 @@ def tokenize_conversation(
         assistant_markers(tokenizer)  # refuses a template that does not mark where the assistant speaks
         text, spans = _spans_by_prefix(tokenizer, messages)
         ids, mask = _mask_from_spans(tokenizer, text, spans[-1:] if train_only_last_turn else spans)
-    if max_length:
-        ids, mask = ids[:max_length], mask[:max_length]
-    return {
-        "input_ids": torch.tensor(ids, dtype=torch.long, device="cpu"),  # samples live on the CPU until batched
-        "loss_mask": torch.tensor(mask, dtype=torch.long, device="cpu"),
-    }
+    return _sample(ids, mask, max_length)
 
 # %% ../../nbs/16_chat_data.ipynb #ea977799
 def tokenize_preformatted(
@@ -204,12 +207,7 @@ def tokenize_preformatted(
             "needs text rendered with this target's chat template."
         )
     ids, mask = _mask_from_spans(tokenizer, text, spans[-1:] if train_only_last_turn else spans)
-    if max_length:
-        ids, mask = ids[:max_length], mask[:max_length]
-    return {
-        "input_ids": torch.tensor(ids, dtype=torch.long, device="cpu"),  # samples live on the CPU until batched
-        "loss_mask": torch.tensor(mask, dtype=torch.long, device="cpu"),
-    }
+    return _sample(ids, mask, max_length)
 
 # %% ../../nbs/16_chat_data.ipynb #80c455d8
 def _file_sha(path: Path) -> str:
