@@ -24,7 +24,7 @@ import torch
 from mdlm_kit.drafts.chat_data import heldout_prompts
 from mdlm_kit.core.config import add_config_flags, apply_settings, settings_from_flags
 from mdlm_kit.core.device import cpu_supports_bf16, inference_precision, machine_summary, resolve_device
-from mdlm_kit.drafts.speculate import DecodeSettings, chat_ids, decoding_products, load_draft, load_prompts
+from mdlm_kit.drafts.speculate import CYCLE, DecodeSettings, chat_ids, decoding_products, load_draft, load_prompts
 from mdlm_kit.drafts.speculate import lookup_store, make_proposer, set_draft_precision
 from mdlm_kit.drafts.verification import (
     DecodeResult,
@@ -59,11 +59,12 @@ class Method(NamedTuple):
 
     name: str
     path: str
-    tree: int = 0  # tree nodes (0: a chain or a DFlash block)
-    k: int | None = None  # drafts per cycle (a tree's depth)
-    conf: float = 0.0  # min_confidence
+    # what a cycle verifies, named as DecodeSettings names it
+    tree_nodes: int = 0  # 0: a chain or a DFlash block
+    num_draft_tokens: int | None = None  # a tree's depth
+    min_confidence: float = 0.0
     runner_up: float = 0.0
-    branch: int = 0  # lookup_branch
+    lookup_branch: int = 0
     precision: str = "same"  # the drafter's (set_draft_precision)
     store: bool = False  # the lookup fed by --lookup-store too
 
@@ -77,11 +78,14 @@ def _methods(args) -> list[Method]:
             print(f"skipping {name}: no drafter at {path} (train one with nbs/27_drafter_recipes.ipynb)")
             continue
         k = args.num_draft_tokens if name == "eagle3" else args.dflash_draft_tokens
-        mine = [Method(name, path, k=k)]
+        mine = [Method(name, path, num_draft_tokens=k)]
         # the same drafter, its drafts cut where it doubts
-        mine += [Method(f"{name}-conf{c:g}", path, k=k, conf=c) for c in _floats(args.min_confidence)]
+        mine += [
+            Method(f"{name}-conf{c:g}", path, num_draft_tokens=k, min_confidence=c)
+            for c in _floats(args.min_confidence)
+        ]
         if name == "eagle3":
-            mine += [Method(f"eagle3-k{int(n)}", path, k=int(n)) for n in _floats(args.chain_lengths)]
+            mine += [Method(f"eagle3-k{int(n)}", path, num_draft_tokens=int(n)) for n in _floats(args.chain_lengths)]
             # each chain setting again, with the drafter's runner-ups beside its drafts
             mine += [m._replace(name=f"{m.name}+ru{r:g}", runner_up=r) for r in _floats(args.runner_up) for m in mine]
             if args.tree_nodes:
@@ -91,7 +95,7 @@ def _methods(args) -> list[Method]:
         # and once more with --lookup-store, the branch fed by the store where the context has no match (NAME+plsN)
         for store in (False, True) if args.lookup_store else (False,):
             out += [
-                m._replace(name=f"{m.name}+pl{'s' * store}{int(n)}", branch=int(n), store=store)
+                m._replace(name=f"{m.name}+pl{'s' * store}{int(n)}", lookup_branch=int(n), store=store)
                 for n in _floats(args.lookup_branch)
                 for m in mine
             ]
@@ -99,9 +103,9 @@ def _methods(args) -> list[Method]:
     # each drafter once per precision
     out = [m if p == "same" else m._replace(name=f"{m.name}@{p}", precision=p) for p in precisions for m in out]
     if args.prompt_lookup:  # the drafter with no weights: a baseline every trained drafter should beat
-        out.append(Method("prompt-lookup", "", k=args.prompt_lookup))
+        out.append(Method("prompt-lookup", "", num_draft_tokens=args.prompt_lookup))
         if args.lookup_store:
-            out.append(Method("prompt-lookup+store", "", k=args.prompt_lookup, store=True))
+            out.append(Method("prompt-lookup+store", "", num_draft_tokens=args.prompt_lookup, store=True))
     only = [x.strip() for x in args.only.split(",") if x.strip()]
     unknown = sorted(set(only) - {m.name for m in out})
     if unknown:
@@ -154,20 +158,12 @@ def measure(args, dev, precision):
             tokens, dt = _hf_generate(tgt, ids[i], args.max_new_tokens, eos)
             return DecodeResult(tokens, total_time=dt)
         m = next(m for m in methods if m.name == name)
-        proposer = (
-            make_proposer(
-                drafts[m.path, m.precision],
-                tables,
-                m.k,
-                tree_nodes=m.tree,
-                min_confidence=m.conf,
-                lookup_branch=m.branch,
-                runner_up=m.runner_up,
-                lookup_store=store if m.store else None,
-            )
-            if m.path
-            else PromptLookupProposer(m.k, store=store if m.store else None)
-        )
+        own = store if m.store else None
+        if m.path:  # the cycle's settings, by their DecodeSettings names
+            cycle = {k: getattr(m, k) for k in CYCLE if k in m._fields}
+            proposer = make_proposer(drafts[m.path, m.precision], tables, **cycle, lookup_store=own)
+        else:
+            proposer = PromptLookupProposer(m.num_draft_tokens, store=own)
         return speculative_decode(tgt, proposer, ids[i], args.max_new_tokens, SamplingParams(), 0, eos)
 
     names = ["plain"] + [m.name for m in methods]

@@ -172,7 +172,7 @@ def test_lookup_store_runs_each_branch_and_prompt_lookup_again(tmp_path):
     """`--lookup-store FILE`: each lookup branch again as NAME+plsN, and prompt lookup again as prompt-lookup+store,
     those with the store and the rest without."""
     args = _method_args(tmp_path, dflash="", lookup_branch="4", prompt_lookup=3, lookup_store="chat.jsonl")
-    got = {m.name: (m.branch, m.store) for m in speculate._methods(args)}
+    got = {m.name: (m.lookup_branch, m.store) for m in speculate._methods(args)}
     assert got == {
         "eagle3": (0, False),
         "eagle3-conf0.3": (0, False),

@@ -283,6 +283,12 @@ def test_empty_and_too_short_corpus(tmp_path, tiny_config, capsys):
     )
 
 
+def other_tokenizer(capsys, config, out):
+    "`prepare` into `out` with a 450-token tokenizer (the tiny config's is 400)."
+    flags = ["--output-dir", out, "--set", "data.tokenizer_vocab_size=450"]
+    assert run(["prepare", "--config", config, *flags], capsys)[0] == 0
+
+
 def test_data_built_with_another_tokenizer(tmp_path, tiny_config, capsys):
     d = tmp_path / "data"
     assert run(["prepare", "--config", tiny_config, "--output-dir", d], capsys)[0] == 0
@@ -294,13 +300,7 @@ def test_data_built_with_another_tokenizer(tmp_path, tiny_config, capsys):
     )
     # swap in a different tokenizer behind the data's back
     other = tmp_path / "other"
-    assert (
-        run(
-            ["prepare", "--config", tiny_config, "--output-dir", other, "--set", "data.tokenizer_vocab_size=450"],
-            capsys,
-        )[0]
-        == 0
-    )
+    other_tokenizer(capsys, tiny_config, other)
     shutil.rmtree(d / "tokenizer")
     shutil.copytree(other / "tokenizer", d / "tokenizer")
     expect_error(
@@ -318,13 +318,7 @@ def test_missing_tokenizer_in_checkpoint(trained, capsys):
 
 def test_wrong_tokenizer_in_checkpoint(trained, tmp_path, tiny_config, capsys):
     other = tmp_path / "other"
-    assert (
-        run(
-            ["prepare", "--config", tiny_config, "--output-dir", other, "--set", "data.tokenizer_vocab_size=450"],
-            capsys,
-        )[0]
-        == 0
-    )
+    other_tokenizer(capsys, tiny_config, other)
     for f in (other / "tokenizer").iterdir():
         shutil.copy(f, trained / "inference" / f.name)
     expect_error(capsys, ["sample", "--checkpoint", trained / "inference"], "not the one the model was trained with")
