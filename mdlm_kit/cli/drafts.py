@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 from ..drafts.train import DraftTrainConfig, DraftTrainer
 from ..drafts.dflash import build_target_layer_ids
-from ..core.config import ConfigError, add_config_flags, add_run_flags, apply_settings, settings_from_flags
+from ..core.config import ConfigError, add_config_flags, add_run_flags, apply_settings, command
+from ..core.config import settings_from_flags
 from ..core.device import launched_world_size
 from ..drafts.speculate import DecodeSettings
 from ..drafts.verification import drafters
@@ -168,8 +169,10 @@ def cmd_speculate(args):
 # %% ../../nbs/25_draft_cli.ipynb #d7ab577c
 def _add_make_chat_data(sub):
     "The `mdlm-kit make-chat-data` command and its flags."
-    p = sub.add_parser(
+    p = command(
+        sub,
         "make-chat-data",
+        cmd_make_chat_data,
         help="self-distil: answer prompts with the target",
         description="Regenerate assistant turns with the target (greedy by default); appends, so an "
         "interrupted run resumes where it stopped.",
@@ -196,13 +199,14 @@ def _add_make_chat_data(sub):
     p.add_argument("--seed", type=int, default=0, help="prompt shuffle and sampling seed")
     add_config_flags(p, DecodeSettings, only=("device", "precision"))
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(fn=cmd_make_chat_data)
 
 # %% ../../nbs/25_draft_cli.ipynb #e759bfaa
 def _add_hidden_states(sub):
     "The `mdlm-kit hidden-states` command and its flags."
-    p = sub.add_parser(
+    p = command(
+        sub,
         "hidden-states",
+        cmd_hidden_states,
         help="precompute target features for offline drafter training",
         description="Run the target once over chat data and save the chosen layers' hidden states.",
     )
@@ -231,13 +235,14 @@ def _add_hidden_states(sub):
     )
     add_config_flags(p, DecodeSettings, only=("device", "precision"))
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(fn=cmd_hidden_states)
 
 # %% ../../nbs/25_draft_cli.ipynb #e1fe111a
 def _add_speculate(sub):
     "The `mdlm-kit speculate` command and its flags."
-    p = sub.add_parser(
+    p = command(
+        sub,
         "speculate",
+        cmd_speculate,
         help="lossless speculative decoding with a trained drafter: tau, speedup",
         description="Decode chat prompts with the target and a DFlash or EAGLE-3 drafter; print/write JSON "
         "with tau, per-position acceptance, timings, speedup and losslessness.",
@@ -262,7 +267,6 @@ def _add_speculate(sub):
     p.add_argument("--output", help="write the JSON here too")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.set_defaults(fn=cmd_speculate)
 
 # %% ../../nbs/25_draft_cli.ipynb #2c6e3226
 def add_draft_commands(sub):
@@ -273,13 +277,15 @@ def add_draft_commands(sub):
     for name, d in drafters().items():
         if d.objective is None:  # a drafter that only decodes has no trainer
             continue
-        p = sub.add_parser(
+        p = command(
+            sub,
             f"train-{name}",
+            cmd_train_draft,
             help=f"train {d.title} against a target",
             description=f"Train {d.title}, online (live target) or offline (saved features).",
+            algorithm=name,
         )
         add_run_flags(p, "train_config.json, events.jsonl, checkpoints/, draft/")
         p.add_argument("--tp-size", type=int, default=1, help="tensor-parallel size: 1 (larger: SpecForge's job)")
         others = {k for o in drafters().values() if o is not d for k in o.settings} - set(d.settings)
         add_config_flags(p, DraftTrainConfig, skip=others, defaults=d.defaults)  # only its own settings, its defaults
-        p.set_defaults(fn=cmd_train_draft, algorithm=name)

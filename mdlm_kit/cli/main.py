@@ -10,7 +10,7 @@ import argparse, json, sys
 from pathlib import Path
 from ..core.checkpoint import atomic_write_text, read_events
 from ..core.config import ExperimentConfig, add_config_flags, add_run_flags, apply_overrides, apply_settings
-from ..core.config import load_config
+from ..core.config import command, load_config
 from ..core.config import settings_from_flags, to_dict, to_toml, validate
 from ..text.data import DataError, PackedData, known_word_fraction, prepare_data
 from ..core.device import KitError, launched_world_size, resolve_device
@@ -436,8 +436,10 @@ _SWEPT = ("objective", "block_length", "max_steps", "seed", "train_fraction")
 
 def _add_sweep(sub):
     "The `mdlm-kit sweep` command and its flags."
-    p = sub.add_parser(
+    p = command(
+        sub,
         "sweep",
+        cmd_sweep,
         help="train and score AR, MDLM and block-diffusion models over budgets, seeds and corpus fractions",
         description="Train every combination of --objectives, --max-steps, --seeds and --corpus-fraction on one packed "
         "copy of the data, score each on the whole validation split, and write OUTPUT_DIR/sweep.json and sweep.png. "
@@ -462,7 +464,6 @@ def _add_sweep(sub):
     p.add_argument("--levels", type=int, default=16, help="noise levels of the bounds (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     _common(p, skip=_SWEPT)  # what the sweep varies has flags of its own
-    p.set_defaults(fn=cmd_sweep)
 
 # %% ../../nbs/26_cli.ipynb #f5546ec6
 def playground_setup(args):
@@ -513,8 +514,10 @@ def cmd_playground(args):
 # %% ../../nbs/26_cli.ipynb #8d6acc99
 def _add_quickstart(sub):
     "The `mdlm-kit quickstart` command and its flags."
-    p = sub.add_parser(
+    p = command(
+        sub,
         "quickstart",
+        cmd_quickstart,
         help="build data and tokenizer, train a small MDLM, print samples",
         description="Build the embedded corpus (or --corpus) and tokenizer, train the default small model, "
         "print the validation bound and samples. Rerunning continues or reuses the run.",
@@ -529,35 +532,40 @@ def _add_quickstart(sub):
         "and print both models scored on the validation text (about 1.5x the time)",
     )
     _common(p, skip=("seed",))  # --seed seeds the printed samples
-    p.set_defaults(fn=cmd_quickstart)
 
 
 def _add_prepare(sub):
     "The `mdlm-kit prepare` command and its flags."
-    p = sub.add_parser(
+    p = command(
+        sub,
         "prepare",
+        cmd_prepare,
         help="train the tokenizer and pack the corpus into blocks",
         description="Read the corpus, train (or load) the tokenizer and write train.bin/val.bin/meta.json.",
     )
     p.add_argument("--output-dir", help="data directory (default: data.data_dir, else ./data)")
     _common(p, only=("data.", "name"))
-    p.set_defaults(fn=cmd_prepare)
 
 # %% ../../nbs/26_cli.ipynb #8220e13a
 def _add_train(sub):
     "The `mdlm-kit train` command and its flags."
-    p = sub.add_parser(
-        "train", help="train an MDLM from a config", description="Train, checkpoint and resume an MDLM run."
+    p = command(
+        sub,
+        "train",
+        cmd_train,
+        help="train an MDLM from a config",
+        description="Train, checkpoint and resume an MDLM run.",
     )
     add_run_flags(p, "config.toml, events.jsonl, checkpoints/, inference/")
     _common(p)
-    p.set_defaults(fn=cmd_train)
 
 
 def _add_sample(sub):
     "The `mdlm-kit sample` command and its flags."
-    p = sub.add_parser(
+    p = command(
+        sub,
         "sample",
+        cmd_sample,
         help="generate text from an inference checkpoint",
         description="Generate by iterative unmasking from a run's inference/ directory.",
     )
@@ -577,13 +585,14 @@ def _add_sample(sub):
     p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same text)")
     p.add_argument("--num-samples", type=int, default=1, help="how many samples")
     p.add_argument("--device", help="auto, cpu, cuda or mps")
-    p.set_defaults(fn=cmd_sample)
 
 # %% ../../nbs/26_cli.ipynb #154bc2f6
 def _add_eval(sub):
     "The `mdlm-kit eval` command and its flags."
-    p = sub.add_parser(
+    p = command(
+        sub,
         "eval",
+        cmd_eval,
         help="nats/token and bits/char of a text file or a packed split",
         description="Print one JSON line with the model's nats/token and bits/char on --text or on a packed split "
         "(--data): the ELBO bound for an MDLM, the exact NLL for an AR model.",
@@ -596,7 +605,6 @@ def _add_eval(sub):
     p.add_argument("--levels", type=int, default=16, help="noise levels of the quadrature")
     p.add_argument("--repeats", type=int, default=1, help="with --text: independent mask draws per level")
     p.add_argument("--device", help="auto, cpu, cuda or mps")
-    p.set_defaults(fn=cmd_eval)
 
 # %% ../../nbs/26_cli.ipynb #76f18ddf
 _PLAYGROUND_FLAGS = ("device", "precision", "draft_precision", "one_row", "packed", "auto_products")
@@ -604,8 +612,10 @@ _PLAYGROUND_FLAGS = ("device", "precision", "draft_precision", "one_row", "packe
 
 def _add_playground(sub):
     "The `mdlm-kit playground` command and its flags."
-    p = sub.add_parser(
+    p = command(
+        sub,
         "playground",
+        cmd_playground,
         help="Gradio app: watch denoising and speculative decoding step by step",
         description="Serve the playground (on 127.0.0.1 unless --host says otherwise). The page can load "
         "checkpoints only from under the --allow-dir directories.",
@@ -628,7 +638,6 @@ def _add_playground(sub):
     from mdlm_kit.drafts.speculate import DecodeSettings  # the speculative tab decodes as `speculate` does
 
     add_config_flags(p, DecodeSettings, only=_PLAYGROUND_FLAGS)
-    p.set_defaults(fn=cmd_playground)
 
 # %% ../../nbs/26_cli.ipynb #8d014646
 def make_parser() -> argparse.ArgumentParser:

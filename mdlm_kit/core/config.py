@@ -16,7 +16,7 @@ from .device import DEVICE_CHOICES, PRECISION_CHOICES, KitError, canonical_preci
 __all__ = ['DEVICE_HELP', 'PRECISION_HELP', 'OBJECTIVES', 'CONFIG_DEST', 'setting', 'ModelConfig', 'DataConfig', 'TrainingConfig',
            'ExperimentConfig', 'ConfigError', 'validate', 'from_dict', 'load_config', 'parse_override', 'to_dict',
            'config_fields', 'apply_settings', 'apply_overrides', 'to_toml', 'add_config_flags', 'settings_from_flags',
-           'add_run_flags', 'flatten_dict', 'config_mismatches']
+           'command', 'add_run_flags', 'flatten_dict', 'config_mismatches']
 
 # %% ../../nbs/03_config.ipynb #575e3f8b
 def setting(default, help: str, *, flags: tuple = ()):
@@ -371,6 +371,14 @@ def add_config_flags(p: argparse.ArgumentParser, cls, *, skip=(), only=(), defau
 def settings_from_flags(args: argparse.Namespace) -> dict:
     "The settings the command line gave, as `{dotted key: value}` for `apply_settings`."
     return {k[len(CONFIG_DEST) :]: v for k, v in vars(args).items() if k.startswith(CONFIG_DEST)}
+
+
+def command(sub, name: str, fn, help: str, description: str | None = None, **defaults) -> argparse.ArgumentParser:
+    """A subcommand `name` of the parser whose subparsers are `sub`, run by `fn(args)`; `defaults` are set on its
+    namespace beside `fn`. Returns its parser, for its flags."""
+    p = sub.add_parser(name, help=help, description=description or help)
+    p.set_defaults(fn=fn, **defaults)
+    return p
 
 
 def add_run_flags(p: argparse.ArgumentParser, contents: str):
