@@ -618,6 +618,21 @@ class DFlashObjective:
 
     name = "dflash"
 
+    @staticmethod
+    def check(cfg):
+        "Refuse DFlash's own settings in `cfg` (a `DraftTrainConfig`) where the trainer cannot run them."
+        m, lo = cfg.model, cfg.loss
+        if lo.loss_type not in LOSS_TYPES:
+            raise DFlashError(f"--loss-type must be one of {LOSS_TYPES}, not {lo.loss_type!r}.")
+        if not 0.0 <= lo.dpace_alpha <= 1.0:
+            raise DFlashError(f"--dpace-alpha must lie in [0, 1], not {lo.dpace_alpha}.")
+        if m.attention_backend not in ATTENTION_BACKENDS:
+            raise DFlashError(f"--attention-backend must be one of {ATTENTION_BACKENDS}, not {m.attention_backend!r}.")
+        if lo.loss_decay_gamma < 0:
+            raise DFlashError(f"--loss-decay-gamma must be >= 0 (0: no decay), not {lo.loss_decay_gamma}.")
+        if cfg.loss.num_anchors < 1:
+            raise DFlashError(f"--num-anchors must be at least 1, not {cfg.loss.num_anchors}.")
+
     def __init__(self, cfg, target_config, mask_token_id: int, target_digest: str):
         dc = DFlashConfig.from_target(
             target_config,

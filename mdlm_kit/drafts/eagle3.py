@@ -564,6 +564,16 @@ class Eagle3Objective:
     name = "eagle3"
     step_accuracies = True  # the trainer logs acc_0..acc_{T-1}, one per TTT step, as the reference script does
 
+    @staticmethod
+    def check(cfg):
+        "Refuse EAGLE-3's own settings in `cfg` (a `DraftTrainConfig`) where the trainer cannot run them."
+        if cfg.model.ttt_length < 1:
+            raise Eagle3Error(f"--ttt-length must be at least 1, not {cfg.model.ttt_length}.")
+        if cfg.model.draft_vocab_size < 0:
+            raise Eagle3Error(
+                f"--draft-vocab-size must be >= 0 (0: the target's whole vocabulary), not {cfg.model.draft_vocab_size}."
+            )
+
     def __init__(self, cfg, target_config, mask_token_id: int, target_digest: str):
         V = target_config.vocab_size
         ec = Eagle3Config.from_target(

@@ -23,7 +23,7 @@ from .targets import TargetModel, TargetEmbeddingsAndHead, TargetError, chat_tem
 from .targets import digests_match
 from .chat_data import build_chat_dataset, dataset_key
 from .features import HiddenStates, FeaturesError
-from .dflash import DFlashError, LOSS_TYPES, ATTENTION_BACKENDS
+from .dflash import DFlashError
 from .verification import drafters
 
 # %% auto #0
@@ -199,8 +199,9 @@ def setting_sections() -> dict[str, str]:
 # %% ../../nbs/20_draft_train.ipynb #9ba1c6d5
 @patch
 def validate(self: DraftTrainConfig) -> DraftTrainConfig:
-    "Refuse settings the trainer cannot run, naming the flag and its allowed values."
-    d, m, lo, t = self.data, self.model, self.loss, self.training
+    """Refuse settings the trainer cannot run, naming the flag and its allowed values: the shared ones here, each
+    drafter's own by its objective's `check`."""
+    d, t = self.data, self.training
     if not (d.train_data_path or d.train_hidden_states_path):
         raise ConfigError(
             "pass --train-data-path (online: the target runs on each batch) or --train-hidden-states-path (offline)."
@@ -211,26 +212,17 @@ def validate(self: DraftTrainConfig) -> DraftTrainConfig:
             "with transformers. Pass --target-model-backend hf (or omit it); for an SGLang-served target, "
             "train offline from its saved features with --train-hidden-states-path."
         )
-    if lo.loss_type not in LOSS_TYPES:
-        raise DFlashError(f"--loss-type must be one of {LOSS_TYPES}, not {lo.loss_type!r}.")
-    if not 0.0 <= lo.dpace_alpha <= 1.0:
-        raise DFlashError(f"--dpace-alpha must lie in [0, 1], not {lo.dpace_alpha}.")
-    if m.attention_backend not in ATTENTION_BACKENDS:
-        raise DFlashError(f"--attention-backend must be one of {ATTENTION_BACKENDS}, not {m.attention_backend!r}.")
-    if lo.loss_decay_gamma < 0:
-        raise DFlashError(f"--loss-decay-gamma must be >= 0 (0: no decay), not {lo.loss_decay_gamma}.")
     if t.optimizer not in ("adamw", "adamw_8bit"):
         raise ConfigError("--optimizer must be adamw or adamw_8bit.")
     if self.report_to not in ("none", "tensorboard", "wandb"):
         raise ConfigError("--report-to must be none, tensorboard or wandb.")
     flat = self.flat()
-    for k in ("batch_size", "gradient_accumulation_steps", "num_anchors", "num_epochs", "max_length", "ttt_length"):
+    for k in ("batch_size", "gradient_accumulation_steps", "num_epochs", "max_length"):
         if flat[k] < 1:
             raise ConfigError(f"--{k.replace('_', '-')} must be at least 1, not {flat[k]}.")
-    if m.draft_vocab_size < 0:
-        raise ConfigError(
-            f"--draft-vocab-size must be >= 0 (0: the target's whole vocabulary), not {m.draft_vocab_size}."
-        )
+    for drafter in drafters().values():  # each drafter's own settings, by its objective (lessons 17 and 18)
+        if drafter.objective is not None:
+            drafter.objective.check(self)
     return self
 
 # %% ../../nbs/20_draft_train.ipynb #b5d08138
