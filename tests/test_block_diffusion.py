@@ -7,6 +7,7 @@ import pytest
 import torch
 from conftest import read_events
 from mdlm_kit.cli.main import main
+from mdlm_kit.text.data import PackedData
 
 BD3 = ["--set", 'training.objective="bd3lm"', "--set", "training.block_length=4", "--no-progress"]
 
@@ -37,8 +38,14 @@ def test_bd3lm_trains_resumes_samples_and_scores(tmp_path, tiny_config, capsys):
     res = json.loads(out)
     assert res["objective"] == "bd3lm" and res["block_length"] == 4
     assert 1 < res["nats_per_token"] < 7 and res["bits_per_char"] > 0
-    rc, _, err = run(["eval", "--checkpoint", inf, "--text", tiny_config], capsys)
-    assert rc == 2 and "block-diffusion model" in err and "--data" in err
+    text = tmp_path / "text.txt"  # the validation blocks' text: --text scores it as --data scored its blocks
+    data = PackedData(full / "data")
+    text.write_text(data.tokenizer.decode(data.batch("val", [0, 1]).ravel().tolist(), skip_special_tokens=True))
+    rc, out, err = run(["eval", "--checkpoint", inf, "--text", text, "--levels", "4"], capsys)
+    assert rc == 0, err
+    got = json.loads(out)
+    assert got["objective"] == "bd3lm" and got["block_length"] == 4 and got["n_tokens"] % 4 == 0
+    assert abs(got["nats_per_token"] - res["nats_per_token"]) < 0.25, (got, res)  # the same text, other windows
 
 
 def test_bd3lm_block_length_must_divide_the_block_size(tmp_path, tiny_config, capsys):

@@ -18,7 +18,7 @@ from ..text.tokenizer import tokenizer_sha256
 from ..mdlm.diffusion import text_ar_nll, text_elbo
 from ..mdlm.sampling import SAMPLERS, ar_generate, decode, generate, load_inference, objective_of
 from ..mdlm.train import Trainer, TrainingError, leave_process_group, score_split
-from ..mdlm.block import block_diffusion_steps
+from ..mdlm.block import block_diffusion_steps, text_block_bound
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'QUICKSTART_SAMPLES', 'UsageError', 'build_config', 'cmd_prepare', 'cmd_train', 'cmd_sample',
@@ -141,7 +141,8 @@ def cmd_sample(args):
 
 
 def _eval_text(model, tok, kind: str, args) -> dict:
-    "A text file: exact NLL for an AR model, the ELBO bound (`--levels` x `--repeats` mask draws) for an MDLM."
+    """A text file: exact NLL for an AR model, the ELBO bound (`--levels` x `--repeats` mask draws) for an MDLM, the
+    block-diffusion bound (`--levels`) for a bd3lm model."""
     p = Path(args.text)
     if not p.is_file():
         raise DataError(f"--text {args.text!r} does not exist; pass a UTF-8 text file.")
@@ -149,13 +150,12 @@ def _eval_text(model, tok, kind: str, args) -> dict:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise DataError(f"{args.text!r} is not UTF-8 text ({e}).") from None
-    if kind == "bd3lm":
-        raise UsageError(
-            "--text scores an MDLM or an AR model; for a block-diffusion model pack the text "
-            "with its tokenizer (mdlm-kit prepare --corpus FILE --set data.tokenizer=CHECKPOINT --output-dir DIR) "
-            "and pass --data DIR."
-        )
-    res = text_ar_nll(model, tok, text) if kind == "ar" else text_elbo(model, tok, text, args.levels, args.repeats)
+    if kind == "ar":
+        res = text_ar_nll(model, tok, text)
+    elif kind == "bd3lm":  # deterministic: one draw of masks per level (lesson 13)
+        res = text_block_bound(model, tok, text, args.levels)
+    else:
+        res = text_elbo(model, tok, text, args.levels, args.repeats)
     return {"text": str(p), **res}
 
 # %% ../../nbs/26_cli.ipynb #b7b1d106

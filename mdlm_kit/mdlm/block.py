@@ -9,14 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 import torch
 from ..core.config import ConfigError
-from .diffusion import elbo_bound, elbo_terms, mask_counts, sample_times
+from .diffusion import _per_unit, elbo_bound, elbo_terms, mask_counts, sample_times, text_batches
 from .model import PrefixCache
 from .sampling import SampleStep, _ancestral_step, _check_request, _confidence_step, transfer_schedule
 from .train import ObjectiveHooks, register_objective
 
 # %% auto #0
 __all__ = ['BlockLayout', 'block_layout', 'block_logits', 'block_corrupt', 'block_diffusion_loss', 'block_bound',
-           'block_diffusion_steps']
+           'text_block_bound', 'block_diffusion_steps']
 
 # %% ../../nbs/13_block_diffusion.ipynb #331b974a
 @dataclass
@@ -131,6 +131,34 @@ def _bound(model, batches, n_levels=8, eps=1e-3, seed=0, autocast_ctx=None, cfg=
 register_objective(
     "bd3lm", ObjectiveHooks(_train_loss, _bound, extra=lambda cfg: {"block_length": cfg.training.block_length})
 )
+
+# %% ../../nbs/13_block_diffusion.ipynb #09824c7b
+@torch.no_grad()
+def text_block_bound(model, tokenizer, text: str, n_levels: int = 16, batch_size: int = 16, autocast_ctx=None) -> dict:
+    """The block-diffusion bound of `text` under a bd3lm `model` (`mdlm-kit eval --text`): nats and bits per token,
+    bits per character, over windows of the model's context; the tokens after the last whole block are left out."""
+    ids, batches = text_batches(model, tokenizer, text, batch_size)
+    block = getattr(model, "extra_config", {}).get("block_length")
+    if not block:
+        raise ConfigError("text_block_bound scores a model trained with training.objective = 'bd3lm'.")
+    whole = batches[-1].shape[1] // block * block  # a short last window, cut to whole blocks
+    batches = batches[:-1] + ([batches[-1][:, :whole]] if whole else [])
+    if not batches:
+        raise ConfigError(f"the text is shorter than one block ({block} tokens): nothing to score.")
+
+    def nats(levels):
+        res = block_bound(model, batches, block, levels, autocast_ctx=autocast_ctx)
+        return res["nats_per_token"] * res["n_tokens"], res["n_tokens"]
+
+    total, n = nats(n_levels)
+    coarse = nats(max(1, n_levels // 2))[0]  # the midpoint rule's error falls as 1/n^2 (lesson 07)
+    return {
+        **_per_unit(total, n, len(tokenizer.decode(ids[:n]))),
+        "quadrature_error": abs(coarse - total) / 3 / n,
+        "n_levels": n_levels,
+        "block_length": block,
+        "tokens_left_out": len(ids) - n,
+    }
 
 # %% ../../nbs/13_block_diffusion.ipynb #55c54069
 class _OneBlock:
