@@ -162,3 +162,33 @@ def test_draft_trainer_steps_through_the_loss_scaler(tmp_path):
     assert calls == ["scale", "scale", "unscale_", "step", "update"]
     tr.save()  # the scaler's state travels with the checkpoint
     assert tr.ckpts.load(tr.ckpts.latest())["scaler"] == {"calls": 5}
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_draft_trainer_loads_the_target_in_its_precision_and_sets_the_backends(tmp_path, monkeypatch, precision):
+    """Online, the trainer loads the frozen target with its weights in the training precision (the seeds load an 8B
+    target in bf16, not fp32), runs its forward under the same autocast, and switches the backends (TF32 on CUDA)
+    through `configure_backends`, as the MDLM trainer does."""
+    from conftest import save_tiny_target_and_chat, tiny_draft_config
+    from mdlm_kit.core import device
+    from mdlm_kit.drafts import train
+    from mdlm_kit.drafts.train import DraftTrainer
+
+    configured, under_autocast = [], []
+    monkeypatch.setattr(train, "configure_backends", lambda dev: configured.append(dev))
+    save_tiny_target_and_chat(tmp_path, "llama")
+    cfg = tiny_draft_config(
+        tmp_path / "chat.jsonl", target_model_path=str(tmp_path / "t"), precision=precision, ttt_length=2, max_steps=1
+    )
+    tr = DraftTrainer(cfg, tmp_path / "run", algorithm="eagle3", progress=False, log=lambda *a: None)
+    want = {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
+    assert {p.dtype for p in tr.target.model.parameters()} == {want}
+    assert configured == [torch.device("cpu")]
+    forward = tr.target.forward
+    monkeypatch.setattr(
+        tr.target,
+        "forward",
+        lambda *a, **k: under_autocast.append(torch.is_autocast_enabled("cpu")) or forward(*a, **k),
+    )
+    tr.run()
+    assert under_autocast and set(under_autocast) == {precision == "bf16"}  # every target forward, as the loss's

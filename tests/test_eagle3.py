@@ -137,8 +137,11 @@ def test_resume_exact_and_serving_layout(tiny, tmp_path):
     cfg = json.loads((draft / "config.json").read_text())
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["draft_vocab_size"] == 64
     assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 2, 2] and cfg["tie_word_embeddings"] is False
+    assert cfg["rope_scaling"] is None and cfg["rope_theta"] == 10000.0  # plain RoPE, spelled for transformers 4.x
+    assert (cfg["torch_dtype"], cfg["dtype"]) == ("bfloat16", "bfloat16")  # served as saved, beside a bf16 target
     with safe_open(str(draft / "model.safetensors"), "pt") as f:
         names = set(f.keys())
+        assert f.get_tensor("fc.weight").dtype == torch.bfloat16
     assert names == {
         "d2t",
         "t2d",
@@ -204,3 +207,15 @@ def test_resume_rewrites_a_missing_or_stale_export(tiny, tmp_path):
     shutil.rmtree(draft)
     DraftTrainer(_cfg(chat), tmp_path / "r", "eagle3", resume=True, **quiet).run()
     assert (draft / "model.safetensors").read_bytes() == want
+
+
+def test_a_scaled_rope_is_saved_where_transformers_4_readers_look(tmp_path):
+    "Llama 3's scaled RoPE goes into config.json's `rope_scaling` (plain RoPE: null), and loads back as it was."
+    rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0}
+    rope |= {"high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+    cfg = Eagle3Config(vocab_size=100, draft_vocab_size=32, eagle_aux_hidden_state_layer_ids=[0, 1, 2])
+    cfg.rope_parameters, cfg.num_target_layers = rope, 4
+    Eagle3DraftModel(cfg).save_pretrained(tmp_path / "d")
+    saved = json.loads((tmp_path / "d" / "config.json").read_text())
+    assert saved["rope_scaling"] == rope and saved["rope_theta"] == 500000.0
+    assert Eagle3DraftModel.from_pretrained(tmp_path / "d").config.rope_parameters == rope

@@ -37,3 +37,19 @@ def test_attention_check_catches_a_one_off_mask(tmp_path):
 
     out = gpu_check.check_attention_exact(argparse.Namespace(device="cpu"), tmp_path)
     assert out["sdpa"] < 1e-5 and out["structured"] < 1e-5 and out["one_off_mask"] > 0.1, out
+
+
+def test_the_full_check_trains_gpu_small_as_shipped(tmp_path):
+    """Without --quick the MDLM runs are configs/gpu_small.toml as shipped (90 M parameters, its batch), on the
+    embedded corpus (the device machines reach no hub), eager and compiled without dropout so their losses compare."""
+    import argparse
+    from mdlm_kit.cli.main import build_config, make_parser
+
+    a = argparse.Namespace(quick=False, device="cuda", precision="auto", mdlm_steps=60)
+    for extra, compiled in ((gpu_check.EAGER, False), (gpu_check.COMPILED, True)):
+        cmd = gpu_check.mdlm_args(a, tmp_path, tmp_path / "run", extra)
+        cfg = build_config(make_parser().parse_args([str(c) for c in cmd[cmd.index("train") :]]))
+        assert (cfg.model.n_layer, cfg.model.d_model, cfg.data.block_size) == (12, 768, 512)
+        assert (cfg.training.batch_size, cfg.training.gradient_accumulation_steps) == (32, 4)
+        assert (cfg.data.corpus, cfg.training.max_steps, cfg.training.compile) == ("embedded", 60, compiled)
+        assert cfg.model.dropout == 0.0 and cfg.forbid_math_sdpa is True

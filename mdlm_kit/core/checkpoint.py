@@ -16,7 +16,8 @@ from .device import KitError
 # %% auto #0
 __all__ = ['TRAINING_STATE_FORMAT', 'CheckpointError', 'atomic_write', 'atomic_write_text', 'atomic_torch_save',
            'safe_torch_load', 'CheckpointManager', 'resume_point', 'read_events', 'trim_events', 'append_jsonl',
-           'repair_jsonl', 'exchange_paths', 'clean_model_dir_leftovers', 'save_model_dir', 'load_model_dir']
+           'repair_jsonl', 'weights_dtype', 'exchange_paths', 'clean_model_dir_leftovers', 'save_model_dir',
+           'load_model_dir']
 
 # %% ../../nbs/04_checkpoint.ipynb #f008cfb8
 class CheckpointError(KitError, RuntimeError):
@@ -217,6 +218,19 @@ def repair_jsonl(path: str | Path) -> int:
         os.fsync(f.fileno())
     return len(data) - start
 
+# %% ../../nbs/04_checkpoint.ipynb #4f46cf75
+def weights_dtype(tensors: dict) -> dict:
+    """The config.json fields that name the dtype most of `tensors`' floating-point elements are saved in:
+    `torch_dtype` (transformers 4) and `dtype` (5), so that a loader's `auto` reads them as saved."""
+    count = {}
+    for v in tensors.values():
+        if v.is_floating_point():
+            count[v.dtype] = count.get(v.dtype, 0) + v.numel()
+    if not count:
+        return {}
+    name = str(max(count, key=count.get)).removeprefix("torch.")
+    return {"torch_dtype": name, "dtype": name}
+
 # %% ../../nbs/04_checkpoint.ipynb #a2ca7398
 def _write_version(directory: Path, tensors: dict, config: dict, extra, dtype) -> Path:
     "A new hidden sibling `.NAME.tmp-XXXX` holding the complete model, flushed to disk."
@@ -227,6 +241,7 @@ def _write_version(directory: Path, tensors: dict, config: dict, extra, dtype) -
             for k, v in tensors.items()
         }
         save_file(out, str(version / "model.safetensors"), metadata={"format": "pt"})
+        config = {**config, **weights_dtype(out)}
         (version / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
         if extra is not None:
             extra(version)

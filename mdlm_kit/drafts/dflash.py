@@ -7,6 +7,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/dflash.html.md"""
 # %% ../../nbs/17_dflash.ipynb #1ebb5a4f
 from __future__ import annotations
 from dataclasses import dataclass, field
+from fastcore.basics import patch
 from typing import NamedTuple
 import torch
 import torch.nn as nn
@@ -618,21 +619,6 @@ class DFlashObjective:
 
     name = "dflash"
 
-    @staticmethod
-    def check(cfg):
-        "Refuse DFlash's own settings in `cfg` (a `DraftTrainConfig`) where the trainer cannot run them."
-        m, lo = cfg.model, cfg.loss
-        if lo.loss_type not in LOSS_TYPES:
-            raise DFlashError(f"--loss-type must be one of {LOSS_TYPES}, not {lo.loss_type!r}.")
-        if not 0.0 <= lo.dpace_alpha <= 1.0:
-            raise DFlashError(f"--dpace-alpha must lie in [0, 1], not {lo.dpace_alpha}.")
-        if m.attention_backend not in ATTENTION_BACKENDS:
-            raise DFlashError(f"--attention-backend must be one of {ATTENTION_BACKENDS}, not {m.attention_backend!r}.")
-        if lo.loss_decay_gamma < 0:
-            raise DFlashError(f"--loss-decay-gamma must be >= 0 (0: no decay), not {lo.loss_decay_gamma}.")
-        if cfg.loss.num_anchors < 1:
-            raise DFlashError(f"--num-anchors must be at least 1, not {cfg.loss.num_anchors}.")
-
     def __init__(self, cfg, target_config, mask_token_id: int, target_digest: str):
         dc = DFlashConfig.from_target(
             target_config,
@@ -684,6 +670,22 @@ class DFlashObjective:
             alpha=c.loss.dpace_alpha,
         )
 
+# %% ../../nbs/17_dflash.ipynb #2e35995e
+@patch(cls_method=True)
+def check(cls: DFlashObjective, cfg):
+    "Refuse DFlash's own settings in `cfg` (a `DraftTrainConfig`) where the trainer cannot run them."
+    m, lo = cfg.model, cfg.loss
+    if lo.loss_type not in LOSS_TYPES:
+        raise DFlashError(f"--loss-type must be one of {LOSS_TYPES}, not {lo.loss_type!r}.")
+    if not 0.0 <= lo.dpace_alpha <= 1.0:
+        raise DFlashError(f"--dpace-alpha must lie in [0, 1], not {lo.dpace_alpha}.")
+    if m.attention_backend not in ATTENTION_BACKENDS:
+        raise DFlashError(f"--attention-backend must be one of {ATTENTION_BACKENDS}, not {m.attention_backend!r}.")
+    if lo.loss_decay_gamma < 0:
+        raise DFlashError(f"--loss-decay-gamma must be >= 0 (0: no decay), not {lo.loss_decay_gamma}.")
+    if cfg.loss.num_anchors < 1:
+        raise DFlashError(f"--num-anchors must be at least 1, not {cfg.loss.num_anchors}.")
+
 # %% ../../nbs/17_dflash.ipynb #725e8045
 def dflash_proposer(draft, tables, k: int, tree_nodes=0, tree_top_k=4, min_confidence=0.0, runner_up=0.0):
     "The decoder of one block a cycle: `k` slots verified, cut before a slot the drafter doubts (`min_confidence`)."
@@ -710,7 +712,6 @@ DFLASH = register_drafter(
             "loss_type",
             "loss_decay_gamma",
             "dpace_alpha",
-            "attention_backend",
         ),
     )
 )

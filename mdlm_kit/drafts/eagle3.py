@@ -242,6 +242,8 @@ def save_pretrained(self: Eagle3DraftModel, directory, dtype=None):
         "num_hidden_layers": 1,
         "hidden_act": "silu",
         "rope_theta": c["rope_parameters"].get("rope_theta"),
+        # transformers 4.x readers (SGLang, vLLM) take the rotary settings from here; null for plain RoPE
+        "rope_scaling": None if c["rope_parameters"].get("rope_type", "default") == "default" else c["rope_parameters"],
         "tie_word_embeddings": False,
         "eagle_config": {
             "eagle_aux_hidden_state_layer_ids": c["eagle_aux_hidden_state_layer_ids"],
@@ -564,16 +566,6 @@ class Eagle3Objective:
     name = "eagle3"
     step_accuracies = True  # the trainer logs acc_0..acc_{T-1}, one per TTT step, as the reference script does
 
-    @staticmethod
-    def check(cfg):
-        "Refuse EAGLE-3's own settings in `cfg` (a `DraftTrainConfig`) where the trainer cannot run them."
-        if cfg.model.ttt_length < 1:
-            raise Eagle3Error(f"--ttt-length must be at least 1, not {cfg.model.ttt_length}.")
-        if cfg.model.draft_vocab_size < 0:
-            raise Eagle3Error(
-                f"--draft-vocab-size must be >= 0 (0: the target's whole vocabulary), not {cfg.model.draft_vocab_size}."
-            )
-
     def __init__(self, cfg, target_config, mask_token_id: int, target_digest: str):
         V = target_config.vocab_size
         ec = Eagle3Config.from_target(
@@ -637,6 +629,23 @@ class Eagle3Objective:
         logits = tables.logits(last, rows)
         return eagle3_forward(
             self.model, tables, input_ids, loss_mask, hidden[..., : 3 * H], logits, target_top1=target_top1
+        )
+
+# %% ../../nbs/18_eagle3.ipynb #ac4cbe09
+@patch(cls_method=True)
+def check(cls: Eagle3Objective, cfg):
+    "Refuse EAGLE-3's own settings in `cfg` (a `DraftTrainConfig`) where the trainer cannot run them."
+    if cfg.model.ttt_length < 1:
+        raise Eagle3Error(f"--ttt-length must be at least 1, not {cfg.model.ttt_length}.")
+    if cfg.model.attention_backend != "sdpa":  # the seeds pass it; SpecForge's flex_attention saves memory there
+        raise Eagle3Error(
+            f"--attention-backend {cfg.model.attention_backend}: the kit's EAGLE-3 attends with sdpa, each TTT "
+            "step to the cached keys of the steps before it. Pass --attention-backend sdpa (or leave it out); for "
+            "flex_attention's memory at long sequences, train with SpecForge."
+        )
+    if cfg.model.draft_vocab_size < 0:
+        raise Eagle3Error(
+            f"--draft-vocab-size must be >= 0 (0: the target's whole vocabulary), not {cfg.model.draft_vocab_size}."
         )
 
 # %% ../../nbs/18_eagle3.ipynb #4eddeacb

@@ -17,7 +17,7 @@ from ..core.checkpoint import CheckpointError, CheckpointManager, resume_point
 from ..core.layers import lr_schedule, make_optimizer
 from ..core.config import DEVICE_HELP, PRECISION_HELP, ConfigError, setting
 from ..core.device import KitError, autocast, make_grad_scaler, resolve_device, resolve_precision
-from ..core.device import seed_everything
+from ..core.device import configure_backends, seed_everything
 from ..core.loop import EventLog, ResumeError, TrainLoop, check_resume
 from .targets import TargetModel, TargetEmbeddingsAndHead, TargetError, chat_template_from
 from .targets import digests_match
@@ -86,8 +86,8 @@ class DrafterSettings:
     mask_token_id: str = setting("auto", "'auto' (tokenizer mask, unused row, or a drafter-owned row) or an id")
     attention_backend: str = setting(
         "sdpa",
-        "eager, sdpa (CPU/MPS/CUDA), structured (no block-to-block mask: less memory at many anchors) "
-        "or flex_attention (CUDA)",
+        "DFlash: eager, sdpa (CPU/MPS/CUDA), structured (no block-to-block mask: less memory at many anchors) "
+        "or flex_attention (CUDA); EAGLE-3: sdpa",
     )
     ttt_length: int = setting(7, "EAGLE-3 training-time-test steps T")
     draft_vocab_size: int = setting(8192, "EAGLE-3 draft vocabulary: the most frequent supervised target tokens")
@@ -198,9 +198,9 @@ def setting_sections() -> dict[str, str]:
 
 # %% ../../nbs/20_draft_train.ipynb #9ba1c6d5
 @patch
-def validate(self: DraftTrainConfig) -> DraftTrainConfig:
-    """Refuse settings the trainer cannot run, naming the flag and its allowed values: the shared ones here, each
-    drafter's own by its objective's `check`."""
+def validate(self: DraftTrainConfig, algorithm: str | None = None) -> DraftTrainConfig:
+    """Refuse settings the trainer cannot run, naming the flag and its allowed values: the shared ones here and, with
+    `algorithm`, that drafter's own by its objective's `check`."""
     d, t = self.data, self.training
     if not (d.train_data_path or d.train_hidden_states_path):
         raise ConfigError(
@@ -220,9 +220,8 @@ def validate(self: DraftTrainConfig) -> DraftTrainConfig:
     for k in ("batch_size", "gradient_accumulation_steps", "num_epochs", "max_length"):
         if flat[k] < 1:
             raise ConfigError(f"--{k.replace('_', '-')} must be at least 1, not {flat[k]}.")
-    for drafter in drafters().values():  # each drafter's own settings, by its objective (lessons 17 and 18)
-        if drafter.objective is not None:
-            drafter.objective.check(self)
+    if algorithm is not None:  # the drafter's own settings, by its objective (lessons 17 and 18)
+        drafters()[algorithm].objective.check(self)
     return self
 
 # %% ../../nbs/20_draft_train.ipynb #b5d08138
@@ -291,7 +290,7 @@ class DraftTrainer(TrainLoop):
     ):
         if algorithm not in drafters():
             raise ConfigError(f"unknown drafter {algorithm!r}: the registered ones are {', '.join(drafters())}.")
-        self.cfg, self.out, self.algorithm = cfg.validate(), Path(output_dir), algorithm
+        self.cfg, self.out, self.algorithm = cfg.validate(algorithm), Path(output_dir), algorithm
         self.resume, self.max_run_steps, self.progress, self.log = resume, max_run_steps, progress, log
         self.desc, self.events = algorithm, EventLog(self.out / "events.jsonl")
         self.prof = None  # the profiler, while --profile records
@@ -318,6 +317,7 @@ def _setup(self: DraftTrainer, target):
             "--attention-backend flex_attention cannot train on a CPU: PyTorch has no flex_attention backward "
             "there. Use --attention-backend sdpa (or structured, which saves the dense mask's memory)."
         )
+    configure_backends(self.device)  # TF32 matmuls on CUDA, as the MDLM trainer has them
     self.precision = resolve_precision(cfg.precision, self.device)
     self.scaler = make_grad_scaler(self.precision)  # fp16 on CUDA needs loss scaling; otherwise a pass-through
     self.online = not cfg.data.train_hidden_states_path
@@ -337,9 +337,10 @@ def _target_tables(self: DraftTrainer, target):
     "Load what the drafter needs of the target: the live model (online) or only its embeddings, head and config."
     cfg = self.cfg
     if target is None and (self.online or cfg.model.mask_token_id == "auto"):
-        target = TargetModel.from_pretrained(
+        target = TargetModel.from_pretrained(  # frozen: its weights in the training precision (bf16 on a GPU)
             cfg.target.target_model_path,
             device=self.device,
+            dtype=self.precision.dtype,
             load_tokenizer=True,
             trust_remote_code=cfg.target.trust_remote_code,
         )
@@ -495,7 +496,8 @@ def batch(self: DraftTrainer, data, indices, pad_id: int = 0):
             hid[r, : len(s["input_ids"])] = s["hidden_states"].float()
         hid = hid.to(self.device)
     else:
-        hid = self.target(ids, att, layer_ids=self.objective.layer_ids, return_logits=False).hidden_states.float()
+        with autocast(self.precision):  # the target's forward under the drafter's autocast policy
+            hid = self.target(ids, att, layer_ids=self.objective.layer_ids, return_logits=False).hidden_states.float()
     top1 = None
     if all("target_top1" in s for s in items):
         top1 = torch.zeros(len(items), S, dtype=torch.long, device="cpu")
@@ -581,7 +583,8 @@ def checkpoint_extra(self: DraftTrainer) -> dict:
 # %% ../../nbs/20_draft_train.ipynb #9d188eb5
 @patch
 def export(self: DraftTrainer):
-    self.model.save_pretrained(self.out / "draft")
+    "The drafter for serving engines: bf16 weights (as the reference drafters ship), their dtype in config.json."
+    self.model.save_pretrained(self.out / "draft", dtype=torch.bfloat16)
 
 
 @patch
