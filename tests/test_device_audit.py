@@ -192,3 +192,11 @@ def test_draft_trainer_loads_the_target_in_its_precision_and_sets_the_backends(t
     )
     tr.run()
     assert under_autocast and set(under_autocast) == {precision == "bf16"}  # every target forward, as the loss's
+
+
+def test_no_fp32_params_casts_the_weights_and_keeps_the_rotary_frequencies(tmp_path):
+    "`--no-fp32-params` under bf16: every parameter in bf16, RoPE's inv_freq still fp32 (bf16 would blur positions)."
+    tr = _draft_trainer(tmp_path, "dflash", precision="bf16", fp32_params=False)
+    assert {p.dtype for p in tr.model.parameters()} == {torch.bfloat16}
+    freqs = {name: b.dtype for name, b in tr.model.named_buffers() if "inv_freq" in name}
+    assert freqs and set(freqs.values()) == {torch.float32}, freqs

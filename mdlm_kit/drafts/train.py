@@ -17,7 +17,7 @@ from ..core.checkpoint import CheckpointError, CheckpointManager, resume_point
 from ..core.layers import lr_schedule, make_optimizer
 from ..core.config import DEVICE_HELP, PRECISION_HELP, ConfigError, setting
 from ..core.device import KitError, autocast, make_grad_scaler, resolve_device, resolve_precision
-from ..core.device import configure_backends, seed_everything
+from ..core.device import cast_weights, configure_backends, seed_everything
 from ..core.loop import EventLog, ResumeError, TrainLoop, check_resume
 from .targets import TargetModel, TargetEmbeddingsAndHead, TargetError, chat_template_from
 from .targets import digests_match
@@ -395,7 +395,8 @@ def _build_model(self: DraftTrainer, tconf, digest: str, tok, fresh: bool):
     if cfg.model.ckpt_dir and fresh:  # fine-tune from a saved drafter
         self.model.load_state_dict(type(self.model).from_pretrained(cfg.model.ckpt_dir).state_dict())
     if not cfg.training.fp32_params and self.precision.dtype == torch.bfloat16:
-        self.model.to(torch.bfloat16)  # saves the fp32 master copy's memory; AdamW then updates bf16 weights
+        # saves the fp32 master copy's memory; AdamW then updates bf16 weights. Buffers (RoPE's inv_freq) stay fp32
+        cast_weights(self.model, torch.bfloat16)
     micro_total = cfg.training.num_epochs * self.n_batches
     self.total_steps = cfg.training.max_steps or -(-micro_total // cfg.training.gradient_accumulation_steps)
     self.schedule_steps = cfg.training.total_steps or self.total_steps
