@@ -135,6 +135,27 @@ def test_online_and_offline_give_the_same_loss(tiny, tmp_path):
     assert r_on["loss_by_position"] == pytest.approx(r_off["loss_by_position"], rel=1e-3)
 
 
+def test_dataloader_workers_give_the_same_offline_run(tiny, tmp_path):
+    """Offline, with `data.dataloader_num_workers=2` worker processes assembling the batches (bf16 features kept in
+    bf16 until the device), the losses are those of batches assembled in the training process, also across a resume."""
+    tgt, chat, d = tiny
+    quiet = dict(progress=False, log=lambda *a: None)
+    on = DraftTrainer(_cfg(chat, target_model_path=str(d / "target")), tmp_path / "on", target=tgt, **quiet)
+    feats = tmp_path / "feats"
+    save_hidden_states(tgt, on.train_set, on.objective.layer_ids, feats, dtype="bf16", shard_size=4, progress=False)
+    off = dict(target_model_path=str(d / "target"), train_data_path="", train_hidden_states_path=str(feats))
+    losses = {}
+    for workers in (0, 2):
+        cfg = _cfg(chat, **off, dataloader_num_workers=workers)
+        run = tmp_path / f"w{workers}"
+        DraftTrainer(cfg, run, max_run_steps=2, **quiet).run()  # killed after 2 steps, then resumed
+        DraftTrainer(cfg, run, resume=True, **quiet).run()
+        losses[workers] = [e["loss"] for e in _events(run, "train")]
+    assert len(losses[0]) >= 4 and losses[2] == losses[0]
+    batch = next(DraftTrainer(_cfg(chat, **off), tmp_path / "b", **quiet).micro_batches(0))
+    assert batch["hidden_states"].dtype == torch.bfloat16 and batch["input_ids"].device.type == "cpu"
+
+
 def test_resume_continues_exactly(tiny, tmp_path):
     tgt, chat, _ = tiny
     quiet = dict(target=tgt, progress=False, log=lambda *a: None)

@@ -29,7 +29,7 @@ from .verification import drafters
 # %% auto #0
 __all__ = ['SECTIONS', 'RESUME_MAY_CHANGE', 'TargetSettings', 'DataSettings', 'DrafterSettings', 'LossSettings',
            'DraftTrainingSettings', 'DraftTrainConfig', 'setting_sections', 'DraftTrainingError',
-           'resolve_mask_token_id', 'DraftTrainer', 'summarize']
+           'resolve_mask_token_id', 'DraftTrainer', 'collate', 'MicroBatchIndices', 'summarize']
 
 # %% ../../nbs/20_draft_train.ipynb #8301c9fb
 @dataclass
@@ -67,6 +67,11 @@ class DataSettings:
     max_length: int = setting(512, "truncate samples to this many tokens")
     cache_dir: str = setting(
         "", "where tokenised chat data and the draft vocabulary are cached (default: OUTPUT_DIR/cache)"
+    )
+    dataloader_num_workers: int = setting(
+        -1,
+        "worker processes that assemble offline feature batches ahead of the step, pinned on CUDA (-1: 2 on a GPU, "
+        "0 elsewhere: the batch is assembled in the training process)",
     )
 
 
@@ -244,6 +249,7 @@ RESUME_MAY_CHANGE = {
     "profile_record_shapes",
     "model.ckpt_dir",
     "data.cache_dir",
+    "data.dataloader_num_workers",
     "data.train_data_path",
     "data.eval_data_path",
     "data.train_hidden_states_path",
@@ -475,37 +481,41 @@ def _load_data(self: DraftTrainer, data_path, features_path, tok, digest):
     return data, "chat:" + dataset_key(data_path, tok, d.max_length, d.train_only_last_turn, d.is_preformatted)
 
 # %% ../../nbs/20_draft_train.ipynb #d94f7ee4
-@patch
-def batch(self: DraftTrainer, data, indices, pad_id: int = 0):
-    """Right-padded input_ids, loss_mask, target features (computed now when online) and the target's saved top-1
-    (None when the features lack it, or online) for samples `indices`."""
-    items = [data[i] for i in indices]
-    S = max(len(s["input_ids"]) for s in items)
-    # assembled on the CPU, where the samples are, then moved in one copy each
-    ids = torch.full((len(items), S), pad_id, dtype=torch.long, device="cpu")
-    lm = torch.zeros(len(items), S, dtype=torch.long, device="cpu")
-    att = torch.zeros(len(items), S, dtype=torch.long, device="cpu")
+def collate(items: list[dict], pad_id: int = 0) -> dict:
+    """Samples as one right-padded batch on the CPU: `input_ids`, `loss_mask`, `attention_mask` and, where every
+    sample holds them, the saved `hidden_states` (in their saved dtype: bf16 stays bf16 until the device) and
+    `target_top1`. What a DataLoader's workers run (`DraftTrainer.micro_batches`)."""
+    B, S = len(items), max(len(s["input_ids"]) for s in items)
+    out = {k: torch.zeros(B, S, dtype=torch.long, device="cpu") for k in ("input_ids", "loss_mask", "attention_mask")}
+    out["input_ids"].fill_(pad_id)
+    if all("hidden_states" in s for s in items):
+        h = items[0]["hidden_states"]
+        out["hidden_states"] = torch.zeros(B, S, h.shape[-1], dtype=h.dtype, device="cpu")
+    if all("target_top1" in s for s in items):
+        out["target_top1"] = torch.zeros(B, S, dtype=torch.long, device="cpu")
     for r, s in enumerate(items):
         n = len(s["input_ids"])
-        ids[r, :n] = s["input_ids"]
-        lm[r, :n] = s["loss_mask"]
-        att[r, :n] = 1
-    ids, lm, att = ids.to(self.device), lm.to(self.device), att.to(self.device)
-    if "hidden_states" in items[0]:
-        hid = torch.zeros(len(items), S, items[0]["hidden_states"].shape[-1], dtype=torch.float32, device="cpu")
-        for r, s in enumerate(items):
-            hid[r, : len(s["input_ids"])] = s["hidden_states"].float()
-        hid = hid.to(self.device)
+        out["attention_mask"][r, :n] = 1
+        for k in ("input_ids", "loss_mask", "hidden_states", "target_top1"):
+            if k in out:
+                out[k][r, :n] = s[k]
+    return out
+
+
+@patch
+def batch(self: DraftTrainer, data, indices, pad_id: int = 0, collated: dict | None = None):
+    """Right-padded input_ids, loss_mask, target features (computed now when online) and the target's saved top-1
+    (None when the features lack it, or online) for samples `indices` of `data`, on the device; `collated`: the
+    same samples already through `collate` (by a DataLoader's worker)."""
+    b = collated if collated is not None else collate([data[i] for i in indices], pad_id)
+    b = {k: v.to(self.device, non_blocking=True) for k, v in b.items()}  # one copy each; async when pinned
+    ids, lm, att = b["input_ids"], b["loss_mask"], b["attention_mask"]
+    if "hidden_states" in b:
+        hid = b["hidden_states"].float()  # upcast on the device
     else:
         with autocast(self.precision):  # the target's forward under the drafter's autocast policy
             hid = self.target(ids, att, layer_ids=self.objective.layer_ids, return_logits=False).hidden_states.float()
-    top1 = None
-    if all("target_top1" in s for s in items):
-        top1 = torch.zeros(len(items), S, dtype=torch.long, device="cpu")
-        for r, s in enumerate(items):
-            top1[r, : len(s["input_ids"])] = s["target_top1"]
-        top1 = top1.to(self.device)
-    return ids, lm, hid, top1
+    return ids, lm, hid, b.get("target_top1")
 
 
 @patch
@@ -521,6 +531,51 @@ def micro_batch(self: DraftTrainer, m: int):
     idx = self._order(epoch)[b * self.cfg.training.batch_size : (b + 1) * self.cfg.training.batch_size]
     return idx, [self.cfg.training.seed * 7_919 + epoch * 1_000_003 + i for i in idx]
 
+# %% ../../nbs/20_draft_train.ipynb #c0c039b6
+class MicroBatchIndices:
+    "The sample indices of micro-batches `start`, `start + 1`, ...: an endless batch sampler for a DataLoader."
+
+    def __init__(self, micro_batch, start: int):
+        self.micro_batch, self.start = micro_batch, start
+
+    def __iter__(self):
+        m = self.start
+        while True:
+            yield self.micro_batch(m)[0]
+            m += 1
+
+
+@patch
+def micro_batches(self: DraftTrainer, start: int):
+    """The collated training micro-batches `start`, `start + 1`, ...: assembled ahead by `data.dataloader_num_workers`
+    worker processes (pinned on CUDA) when training offline, else here, one at a time; the same batches either way."""
+    workers = self.cfg.data.dataloader_num_workers
+    if workers < 0:
+        workers = 2 if self.device.type == "cuda" else 0
+    indices = MicroBatchIndices(self.micro_batch, start)
+    if self.online or workers == 0:  # online the target computes the features anyway, here
+        return (collate([self.train_set[i] for i in idx]) for idx in indices)
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(
+        self.train_set,
+        batch_sampler=indices,
+        num_workers=workers,
+        collate_fn=collate,
+        pin_memory=self.device.type == "cuda",
+    )
+    return iter(loader)
+
+
+@patch
+def next_micro_batch(self: DraftTrainer, m: int):
+    "Micro-batch `m` on the device, from the running `micro_batches` (started again where a resume or skip left it)."
+    if getattr(self, "_next_m", None) != m:
+        self._batches, self._next_m = self.micro_batches(m), m
+    collated = next(self._batches)
+    self._next_m += 1
+    return self.batch(self.train_set, None, collated=collated)
+
 # %% ../../nbs/20_draft_train.ipynb #ea024ae0
 @patch
 def train_step(self: DraftTrainer) -> dict:
@@ -532,8 +587,9 @@ def train_step(self: DraftTrainer) -> dict:
     agg = {}
 
     def micro_loss(a):  # the objective's numerator; the step's loss divides it by the summed denominators
-        idx, seeds = self.micro_batch(self.step * A + a)
-        ids, lm, hid, top1 = self.batch(self.train_set, idx)
+        m = self.step * A + a
+        ids, lm, hid, top1 = self.next_micro_batch(m)
+        seeds = self.micro_batch(m)[1]
         with autocast(self.precision):
             out = self.objective.loss(self.tables, ids, lm, hid, seeds, top1)
         _collect(agg, out)
