@@ -23,8 +23,9 @@ from .verification import Drafter, Proposal, Proposer, register_drafter
 __all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ARCHITECTURE', 'LEGACY_MODEL_TYPE', 'ATTENTION_BACKENDS', 'DFLASH', 'DFlashError',
            'build_target_layer_ids', 'sample_anchors', 'dflash_blocks', 'dflash_mask_mod', 'dflash_attention_mask',
            'dflash_position_weights', 'DFlashConfig', 'BlockStructure', 'DFlashAttention', 'DFlashLayer',
-           'DFlashDraftModel', 'reference_config', 'is_dflash_config', 'block_metrics', 'dflash_forward', 'draft_block',
-           'DFlashContextCache', 'DFlashProposer', 'DFlashObjective', 'dflash_proposer']
+           'DFlashDraftModel', 'reference_config', 'is_dflash_config', 'block_metrics', 'token_cross_entropy',
+           'dflash_forward', 'draft_block', 'DFlashContextCache', 'DFlashProposer', 'DFlashObjective',
+           'dflash_proposer']
 
 # %% ../../nbs/17_dflash.ipynb #c680a109
 class DFlashError(KitError, ValueError):
@@ -478,6 +479,32 @@ def block_metrics(ce: torch.Tensor, correct: torch.Tensor, valid: torch.Tensor) 
         "n_blocks": has.sum().detach(),
     }
 
+# %% ../../nbs/17_dflash.ipynb #8df6727f
+def _rows_cross_entropy(tables, h, labels):
+    "Cross-entropy (fp32) of rows `h` (n, H) against `labels` (n,) over the whole vocabulary, and the top-1 ids."
+    logits = tables.logits(h).float()  # (n, V)
+    return F.cross_entropy(logits, labels, reduction="none"), logits.argmax(-1)
+
+
+def token_cross_entropy(tables, h, labels, chunk_rows: int = 0):
+    """Cross-entropy of every row of `h` (..., H) against `labels` (...) through the target's LM head, and whether
+    its top-1 is the label. The logits are made `chunk_rows` rows at a time (0: as many rows as fit in 2^26 logits)
+    and made again in the backward pass (activation checkpointing), so the whole batch's (rows x vocabulary) fp32
+    logits never exist at once: 5 GB a sample at a 150k vocabulary and the reference recipe's 512 blocks of 16."""
+    from torch.utils.checkpoint import checkpoint
+
+    rows, y = h.reshape(-1, h.shape[-1]), labels.reshape(-1)
+    n = chunk_rows or max(1, 2**26 // tables.vocab_size)
+    if len(y) <= n:
+        ce, top = _rows_cross_entropy(tables, rows, y)
+    else:
+        parts = [
+            checkpoint(_rows_cross_entropy, tables, rows[i : i + n], y[i : i + n], use_reentrant=False)
+            for i in range(0, len(y), n)
+        ]
+        ce, top = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+    return ce.view(labels.shape), (top == y).view(labels.shape)
+
 # %% ../../nbs/17_dflash.ipynb #484a8e44
 def dflash_forward(
     draft: DFlashDraftModel,
@@ -491,8 +518,10 @@ def dflash_forward(
     gamma: float | None = None,
     alpha: float = 0.5,
     backend: str | None = None,
+    chunk_rows: int = 0,
 ) -> dict:
-    "Loss numerator/denominator and block metrics for all anchored blocks of a batch."
+    """Loss numerator/denominator and block metrics for all anchored blocks of a batch; the vocabulary's logits
+    `chunk_rows` block slots at a time (`token_cross_entropy`; 0: as many as fit in 2^26 logits)."""
     cfg = draft.config
     bs = cfg.block_size
     backend = backend or cfg.attention_backend
@@ -510,12 +539,11 @@ def dflash_forward(
     else:
         mask = dflash_attention_mask(anchors, keep, S, bs)
     h = draft(draft.embed(blk["noise_ids"], tables), target_hidden, blk["position_ids"], mask, backend)
-    logits = tables.logits(h).view(B, N, bs, -1).float()
     labels, valid = blk["labels"], blk["valid"]
-    ce = F.cross_entropy(logits.flatten(0, 2), labels.flatten(), reduction="none").view(B, N, bs)
+    ce, correct = token_cross_entropy(tables, h.view(B, N, bs, -1), labels, chunk_rows)  # (B, N, bs) each
     w, den = dflash_position_weights(valid, loss_type, gamma, q=torch.exp(-ce.detach()), alpha=alpha)
     out = {"numerator": (w.to(ce.dtype) * ce).sum(), "denominator": den.to(ce.dtype).detach()}
-    out.update(block_metrics(ce, logits.argmax(-1) == labels, valid))
+    out.update(block_metrics(ce, correct, valid))
     return out
 
 # %% ../../nbs/17_dflash.ipynb #d120e6c2
@@ -668,6 +696,7 @@ class DFlashObjective:
             loss_type=c.loss.loss_type,
             gamma=c.loss.loss_decay_gamma or None,
             alpha=c.loss.dpace_alpha,
+            chunk_rows=c.loss.loss_chunk_rows,
         )
 
 # %% ../../nbs/17_dflash.ipynb #2e35995e
@@ -683,6 +712,8 @@ def check(cls: DFlashObjective, cfg):
         raise DFlashError(f"--attention-backend must be one of {ATTENTION_BACKENDS}, not {m.attention_backend!r}.")
     if lo.loss_decay_gamma < 0:
         raise DFlashError(f"--loss-decay-gamma must be >= 0 (0: no decay), not {lo.loss_decay_gamma}.")
+    if lo.loss_chunk_rows < 0:
+        raise DFlashError(f"--loss-chunk-rows must be 0 (automatic) or more, not {lo.loss_chunk_rows}.")
     if cfg.loss.num_anchors < 1:
         raise DFlashError(f"--num-anchors must be at least 1, not {cfg.loss.num_anchors}.")
 
@@ -712,6 +743,7 @@ DFLASH = register_drafter(
             "loss_type",
             "loss_decay_gamma",
             "dpace_alpha",
+            "loss_chunk_rows",
         ),
     )
 )

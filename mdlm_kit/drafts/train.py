@@ -122,6 +122,11 @@ class LossSettings:
     )
     loss_decay_gamma: float = setting(7.0, "gamma of w_k = exp(-(k-1)/gamma); 0 for uniform (7/5/4 for B = 16/10/8)")
     dpace_alpha: float = setting(0.5, "D-PACE confidence smoothing alpha in [0, 1]")
+    loss_chunk_rows: int = setting(
+        0,
+        "the LM head's logits for this many block slots at a time, made again in the backward pass (0: as many as "
+        "fit in 2^26 logits; the whole batch's fp32 logits are 5 GB a sample at a 150k vocabulary)",
+    )
 
 
 @dataclass
@@ -250,6 +255,7 @@ RESUME_MAY_CHANGE = {
     "model.ckpt_dir",
     "data.cache_dir",
     "data.dataloader_num_workers",
+    "loss.loss_chunk_rows",
     "data.train_data_path",
     "data.eval_data_path",
     "data.train_hidden_states_path",
