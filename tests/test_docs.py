@@ -13,10 +13,22 @@ from conftest import CHROMIUM, CHROMIUM_MISSING
 
 
 @pytest.fixture(scope="module")
-def site():
-    r = subprocess.run([sys.executable, str(ROOT / "tools" / "make_docs.py")], cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "broken link" not in r.stdout + r.stderr, r.stdout + r.stderr
+def site(request):
+    """The site, built once per test run: under pytest-xdist the workers take a lock, and the first builds it (into
+    the repository's _proc/ and _docs/, as `make docs` does) while the other waits and then reads it."""
+    import fcntl
+
+    run = getattr(request.config, "workerinput", {}).get("testrunuid", "")
+    built = ROOT / ".docs-built-by"
+    with open(ROOT / ".docs-build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not run or not built.is_file() or built.read_text() != run:
+            r = subprocess.run(
+                [sys.executable, str(ROOT / "tools" / "make_docs.py")], cwd=ROOT, capture_output=True, text=True
+            )
+            assert r.returncode == 0, r.stdout + r.stderr
+            assert "broken link" not in r.stdout + r.stderr, r.stdout + r.stderr
+            built.write_text(run)
     return SITE
 
 
