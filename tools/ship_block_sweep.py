@@ -1,9 +1,10 @@
 """Ship what lesson 13 reads from `mdlm-kit sweep` runs: their rows merged into nbs/data/block_sweep.json (with each
 sweep's command), and one block-diffusion run's inference directory as nbs/data/bd3lm_quickstart/ (bf16 weights, its
-tokenizer, provenance.json).
+tokenizer, provenance.json); with --output another file of rows (the repetition sweep's), and no model.
 
     python tools/ship_block_sweep.py --sweeps runs/sweep_bd3lm runs/sweep_armdlm runs/sweep_blocks \\
         --model runs/sweep_bd3lm/runs/bd3lm4_seed0_frac1
+    python tools/ship_block_sweep.py --sweeps runs/sweep_rep05 runs/sweep_rep25 --output repetition_sweep.json
 
 The sweeps must share one packed data set (same corpus, tokenizer and validation split): checked.
 """
@@ -21,7 +22,8 @@ FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sweeps", nargs="+", required=True, help="sweep output directories")
-    ap.add_argument("--model", required=True, help="the run whose inference directory to ship")
+    ap.add_argument("--model", default="", help="the run whose inference directory to ship (none: rows only)")
+    ap.add_argument("--output", default="block_sweep.json", help="the file in nbs/data the rows go to")
     args = ap.parse_args()
     rows, commands, data_keys = [], [], set()
     for d in map(Path, args.sweeps):
@@ -38,7 +40,10 @@ def main():
         "data": dict(zip(("tokenizer", "corpus", "val_blocks"), data_keys.pop())),
         "rows": rows,
     }
-    (out / "block_sweep.json").write_text(json.dumps(record, indent=1) + "\n")
+    (out / args.output).write_text(json.dumps(record, indent=1) + "\n")
+    print(f"{len(rows)} rows into nbs/data/{args.output}")
+    if not args.model:
+        return
     run, ship = Path(args.model), out / "bd3lm_quickstart"
     ship.mkdir(exist_ok=True)
     for name in FILES:
@@ -53,7 +58,7 @@ def main():
         "model_safetensors_sha256": hashlib.sha256((ship / "model.safetensors").read_bytes()).hexdigest(),
     }
     (ship / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
-    print(f"{len(rows)} rows into nbs/data/block_sweep.json; {run} shipped as {ship.relative_to(ROOT)}")
+    print(f"{run} shipped as {ship.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
