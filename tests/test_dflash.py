@@ -345,3 +345,21 @@ def test_saved_drafter_has_the_reference_layout_and_the_first_layout_still_loads
     for k, v in d.state_dict().items():
         if not k.startswith("rotary."):
             assert torch.equal(back.state_dict()[k], v), k
+
+
+def test_a_drafter_owned_mask_row_is_saved_with_a_note_naming_the_fix(tmp_path, capsys):
+    """A mask row past the target's vocabulary (what --mask-token-id auto gives when the tokenizer fills it, as
+    SmolLM2's does) loads back in the kit, and saving it says once that reference loaders cannot index it, and why."""
+    from mdlm_kit.core import device
+    from mdlm_kit.drafts.dflash import DFlashConfig, DFlashDraftModel
+
+    device._NOTED.clear()
+    owned = DFlashDraftModel(DFlashConfig(target_layer_ids=[0], vocab_size=10, mask_token_id=10))
+    assert owned.mask_embedding is not None
+    owned.save_pretrained(tmp_path / "a")
+    owned.save_pretrained(tmp_path / "b")
+    err = capsys.readouterr().err
+    assert err.count("owns its mask row (id 10") == 1 and "--mask-token-id set to a token" in err, err
+    assert DFlashDraftModel.from_pretrained(tmp_path / "a").mask_embedding is not None
+    DFlashDraftModel(DFlashConfig(target_layer_ids=[0], vocab_size=10, mask_token_id=3)).save_pretrained(tmp_path / "c")
+    assert "mask row" not in capsys.readouterr().err  # a row of the target's own: nothing to say

@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from ..core.checkpoint import CheckpointError, load_model_dir, save_model_dir
 from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
-from ..core.device import KitError, cast_weights
+from ..core.device import KitError, cast_weights, note_once
 from .targets import feature_scaled_init_, flatten_draft_config, read_draft_config, rotary_embedding
 from .targets import DraftShape, target_shape
 from .verification import Drafter, Proposal, Proposer, register_drafter
@@ -399,6 +399,14 @@ class DFlashDraftModel(nn.Module):
         """The reference layout: a Qwen3 config.json with `block_size`, `num_target_layers`, `dflash_config` +
         model.safetensors."""
         sd = {k: v for k, v in self.state_dict().items() if not k.startswith("rotary.")}
+        if self.mask_embedding is not None:  # a row past the target's vocabulary: only the kit can look it up
+            V = self.config.vocab_size
+            note_once(
+                f"this DFlash drafter owns its mask row (id {V}, past the target's {V} embedding rows: what "
+                "--mask-token-id auto gives when the tokenizer fills the vocabulary). The kit decodes with it; the "
+                "DFlash reference code and SGLang look the mask up in the target's embedding and cannot load it. For "
+                "them, train with --mask-token-id set to a token of the vocabulary that the data never uses."
+            )
         return save_model_dir(directory, sd, reference_config(self.config), dtype=dtype)
 
     @classmethod
