@@ -235,15 +235,18 @@ def logits(self: Eagle3DraftModel, a):
 def save_pretrained(self: Eagle3DraftModel, directory, dtype=None):
     "config.json in the serving engines' EAGLE-3 layout + safetensors (no embedding)."
     c = asdict(self.config)
+    rope = c["rope_parameters"]
     cfg = {
         "architectures": [ARCHITECTURE],
         "model_type": MODEL_TYPE,
         **c,
         "num_hidden_layers": 1,
         "hidden_act": "silu",
-        "rope_theta": c["rope_parameters"].get("rope_theta"),
-        # transformers 4.x readers (SGLang, vLLM) take the rotary settings from here; null for plain RoPE
-        "rope_scaling": None if c["rope_parameters"].get("rope_type", "default") == "default" else c["rope_parameters"],
+        "rope_theta": rope.get("rope_theta"),
+        # transformers 4.x readers (SGLang, vLLM) take the scaling from here, the base from rope_theta; null: plain RoPE
+        "rope_scaling": None
+        if rope.get("rope_type", "default") == "default"
+        else {k: v for k, v in rope.items() if k != "rope_theta"},
         "tie_word_embeddings": False,
         "eagle_config": {
             "eagle_aux_hidden_state_layer_ids": c["eagle_aux_hidden_state_layer_ids"],
