@@ -170,7 +170,6 @@ def test_draft_trainer_loads_the_target_in_its_precision_and_sets_the_backends(t
     target in bf16, not fp32), runs its forward under the same autocast, and switches the backends (TF32 on CUDA)
     through `configure_backends`, as the MDLM trainer does."""
     from conftest import save_tiny_target_and_chat, tiny_draft_config
-    from mdlm_kit.core import device
     from mdlm_kit.drafts import train
     from mdlm_kit.drafts.train import DraftTrainer
 
