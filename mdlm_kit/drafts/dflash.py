@@ -395,20 +395,6 @@ class DFlashDraftModel(nn.Module):
             )
         return self.norm(x)
 
-    def save_pretrained(self, directory, dtype=None):
-        """The reference layout: a Qwen3 config.json with `block_size`, `num_target_layers`, `dflash_config` +
-        model.safetensors."""
-        sd = {k: v for k, v in self.state_dict().items() if not k.startswith("rotary.")}
-        if self.mask_embedding is not None:  # a row past the target's vocabulary: only the kit can look it up
-            V = self.config.vocab_size
-            note_once(
-                f"this DFlash drafter owns its mask row (id {V}, past the target's {V} embedding rows: what "
-                "--mask-token-id auto gives when the tokenizer fills the vocabulary). The kit decodes with it; the "
-                "DFlash reference code and SGLang look the mask up in the target's embedding and cannot load it. For "
-                "them, train with --mask-token-id set to a token of the vocabulary that the data never uses."
-            )
-        return save_model_dir(directory, sd, reference_config(self.config), dtype=dtype)
-
     @classmethod
     def from_pretrained(cls, directory, device="cpu", dtype=torch.float32):
         "A drafter saved by the kit (either layout) or by the DFlash reference code / SpecForge."
@@ -429,6 +415,22 @@ class DFlashDraftModel(nn.Module):
                 f"(missing {missing[:3]}, unexpected {unexpected[:3]})."
             )
         return cast_weights(model, dtype).to(device)
+
+# %% ../../nbs/17_dflash.ipynb #8a07b5d1
+@patch
+def save_pretrained(self: DFlashDraftModel, directory, dtype=None):
+    """The reference layout: a Qwen3 config.json with `block_size`, `num_target_layers`, `dflash_config` +
+    model.safetensors."""
+    sd = {k: v for k, v in self.state_dict().items() if not k.startswith("rotary.")}
+    if self.mask_embedding is not None:  # a row past the target's vocabulary: only the kit can look it up
+        V = self.config.vocab_size
+        note_once(
+            f"this DFlash drafter owns its mask row (id {V}, past the target's {V} embedding rows: what "
+            "--mask-token-id auto gives when the tokenizer fills the vocabulary). The kit decodes with it; the "
+            "DFlash reference code and SGLang look the mask up in the target's embedding and cannot load it. For "
+            "them, train with --mask-token-id set to a token of the vocabulary that the data never uses."
+        )
+    return save_model_dir(directory, sd, reference_config(self.config), dtype=dtype)
 
 # %% ../../nbs/17_dflash.ipynb #7d103f8d
 def reference_config(c: DFlashConfig) -> dict:
