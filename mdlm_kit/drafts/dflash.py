@@ -724,8 +724,8 @@ def check(cls: DFlashObjective, cfg):
         raise DFlashError(f"--loss-decay-gamma must be >= 0 (0: no decay), not {lo.loss_decay_gamma}.")
     if lo.loss_chunk_rows < 0:
         raise DFlashError(f"--loss-chunk-rows must be 0 (automatic) or more, not {lo.loss_chunk_rows}.")
-    if cfg.loss.num_anchors < 1:
-        raise DFlashError(f"--num-anchors must be at least 1, not {cfg.loss.num_anchors}.")
+    if lo.num_anchors < 1:
+        raise DFlashError(f"--num-anchors must be at least 1, not {lo.num_anchors}.")
 
 # %% ../../nbs/17_dflash.ipynb #725e8045
 def dflash_proposer(draft, tables, k: int, tree_nodes=0, tree_top_k=4, min_confidence=0.0, runner_up=0.0):
