@@ -33,8 +33,8 @@ from mdlm_kit.drafts.verification import (
     plain_decode,
     speculative_decode,
     summarize_runs,
+    SamplingParams,
 )
-from mdlm_kit.drafts.verification import SamplingParams
 from mdlm_kit.drafts.targets import TargetModel, decoding_target
 from bench_flags import add_prompt_flags, bench_parser
 
@@ -126,8 +126,9 @@ def _floats(text: str) -> list[float]:
     return [float(x) for x in text.split(",") if x.strip()]
 
 
-def measure(args, dev, precision):
-    "One precision: every method and plain decoding, interleaved over rounds; the metrics."
+def measure(args, decoding: DecodeSettings, precision):
+    "One precision: every method and plain decoding, interleaved over rounds, on `decoding`'s device; the metrics."
+    dev = resolve_device(decoding.device)
     prec = inference_precision(precision, dev, 1 + (args.num_draft_tokens or 5), verifies=True)
     tgt = decoding_target(args.target, dev, prec)  # int8: Int8RowsLinear and row_attention (lesson 14)
     tok, tables, eos = tgt.tokenizer, tgt.embeddings_and_head(), tgt.tokenizer.eos_token_id
@@ -149,7 +150,7 @@ def measure(args, dev, precision):
     if args.plain_fp32 and prec.name != "fp32":
         ref = TargetModel.from_pretrained(args.target, device=dev, dtype=torch.float32)
     # the same products for plain decoding and every drafter alike, as `mdlm-kit speculate` sets them
-    decoding_products(args.decoding, [tgt, *([ref] if ref else [])], drafts.values())
+    decoding_products(decoding, [tgt, *([ref] if ref else [])], drafts.values())
 
     def run(name, i):
         if name in ("plain", "plain-fp32"):
@@ -339,11 +340,10 @@ def main():
         "copy in memory), and each method's speedup over it",
     )
     args = ap.parse_args()
-    args.decoding = apply_settings(DecodeSettings(), settings_from_flags(args))
-    dev = resolve_device(args.decoding.device)
+    decoding = apply_settings(DecodeSettings(), settings_from_flags(args))
     out = {}
     for name in args.precision.split(","):
-        out[name] = measure(args, dev, name.strip())
+        out[name] = measure(args, decoding, name.strip())
         out[name]["command"] = "python " + " ".join(sys.argv)
         out[name]["cpu_native_bf16"] = cpu_supports_bf16()  # which kernels a CPU's figures came from
         out[name]["machine"] = machine_summary()  # and the flags and paths behind them
