@@ -107,11 +107,15 @@ TINY_EAGLE3 = {"ttt_length": 3, "draft_vocab_size": 64}
 TINY_STEPS = {"gradient_accumulation_steps": 2, "num_epochs": 2, "log_interval": 1, "save_interval": 2}
 
 
-def tiny_draft_config(chat, **settings):
-    "A drafter config for a tiny target on the CPU, trained on the chat file `chat`; `settings` add or replace."
+TINY_OWN = {"dflash": TINY_DFLASH, "eagle3": TINY_EAGLE3}  # each drafter's own tiny settings, by name
+
+
+def tiny_draft_config(chat, algorithm: str = "dflash", **settings):
+    """A config of an `algorithm` run for a tiny target on the CPU, trained on the chat file `chat`; `settings` add or
+    replace."""
     from mdlm_kit.drafts.train import DraftTrainConfig
 
-    return DraftTrainConfig.from_flags(**{**TINY_DRAFT, "train_data_path": str(chat), **settings})
+    return DraftTrainConfig.from_flags(algorithm, **{**TINY_DRAFT, "train_data_path": str(chat), **settings})
 
 
 def save_tiny_target_and_chat(

@@ -120,7 +120,9 @@ def _draft_trainer(tmp_path, algorithm, **kw):
     tgt = save_tiny_target_and_chat(tmp_path, "llama")
     extra = dict(block_size=4, num_feature_layers=2, num_anchors=4) if algorithm == "dflash" else dict(ttt_length=2)
     run = {"eval_data_path": str(tmp_path / "chat.jsonl"), "target_model_path": str(tmp_path / "t"), "max_steps": 2}
-    cfg = tiny_draft_config(tmp_path / "chat.jsonl", **{**run, "eval_interval": 2, "save_interval": 2, **extra, **kw})
+    cfg = tiny_draft_config(
+        tmp_path / "chat.jsonl", algorithm, **{**run, "eval_interval": 2, "save_interval": 2, **extra, **kw}
+    )
     return DraftTrainer(cfg, tmp_path / "run", algorithm=algorithm, target=tgt, progress=False, log=lambda *a: None)
 
 
@@ -177,7 +179,12 @@ def test_draft_trainer_loads_the_target_in_its_precision_and_sets_the_backends(t
     monkeypatch.setattr(train, "configure_backends", lambda dev: configured.append(dev))
     save_tiny_target_and_chat(tmp_path, "llama")
     cfg = tiny_draft_config(
-        tmp_path / "chat.jsonl", target_model_path=str(tmp_path / "t"), precision=precision, ttt_length=2, max_steps=1
+        tmp_path / "chat.jsonl",
+        "eagle3",
+        target_model_path=str(tmp_path / "t"),
+        precision=precision,
+        ttt_length=2,
+        max_steps=1,
     )
     tr = DraftTrainer(cfg, tmp_path / "run", algorithm="eagle3", progress=False, log=lambda *a: None)
     want = {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]

@@ -15,7 +15,8 @@ from mdlm_kit.drafts.dflash import (
     dflash_position_weights,
     sample_anchors,
 )
-from mdlm_kit.drafts.train import DraftTrainer, resolve_mask_token_id
+from mdlm_kit.drafts.dflash import resolve_mask_token_id
+from mdlm_kit.drafts.train import DraftTrainer
 from mdlm_kit.drafts.features import FeaturesError, HiddenStates, save_hidden_states
 from mdlm_kit.drafts.targets import TargetError, tiny_target, tiny_tokenizer
 
@@ -272,7 +273,7 @@ def test_flex_attention_on_a_cpu_gives_the_sdpa_loss_and_refuses_to_train(tiny, 
     tr = DraftTrainer(_cfg(chat), tmp_path / "a", **quiet)
     idx, seeds = tr.micro_batch(0)
     ids, lm, hid, _ = tr.batch(tr.train_set, idx)
-    anchors, keep = sample_anchors(lm, tr.cfg.loss.num_anchors, seeds)
+    anchors, keep = sample_anchors(lm, tr.cfg.dflash.num_anchors, seeds)
     keep = keep.clone()
     keep[0, 1] = False  # a dropped block: its rows attend to nothing
     with torch.no_grad():

@@ -4,7 +4,7 @@
 
 import json
 import pytest
-from conftest import TINY_DFLASH, TINY_EAGLE3, tiny_draft_config
+from conftest import TINY_OWN, tiny_draft_config
 import torch
 from mdlm_kit.core.checkpoint import safe_torch_load
 from mdlm_kit.drafts.train import DraftTrainer
@@ -21,7 +21,7 @@ def setup(tmp_path_factory):
 def _trainer(setup, out, algo, **kw):
     tgt, chat = setup
     run = {"num_epochs": 1, "max_steps": 5, "log_interval": 1, "save_interval": 1, "seed": 3, "learning_rate": 3e-3}
-    cfg = tiny_draft_config(chat, **{**TINY_DFLASH, **TINY_EAGLE3, **run, **kw})
+    cfg = tiny_draft_config(chat, algo, **{**TINY_OWN[algo], **run, **kw})
     tr = DraftTrainer(cfg, out, algo, target=tgt, progress=False, log=lambda *a: None)
     loss = tr.objective.loss
 

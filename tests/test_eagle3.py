@@ -83,7 +83,7 @@ def tiny(tmp_path_factory):
 
 def _cfg(chat, **kw):
     own = {"seed": 1, "learning_rate": 1e-3, "max_length": 96}
-    return tiny_draft_config(chat, **{**TINY_EAGLE3, **TINY_STEPS, **own, **kw})
+    return tiny_draft_config(chat, "eagle3", **{**TINY_EAGLE3, **TINY_STEPS, **own, **kw})
 
 
 def test_online_equals_offline(tiny, tmp_path):

@@ -42,7 +42,8 @@ def _specforge_config(tgt, **extra) -> dict:
 def _trainer(setup, tmp_path, algorithm, **kw):
     tgt, d = setup
     run = {"target_model_path": str(d / "t"), "max_steps": 1, "save_interval": 100}
-    cfg = tiny_draft_config(d / "chat.jsonl", **{**run, "block_size": 4, "num_anchors": 4, "ttt_length": 2, **kw})
+    own = {"dflash": {"block_size": 4, "num_anchors": 4}, "eagle3": {"ttt_length": 2}}[algorithm]
+    cfg = tiny_draft_config(d / "chat.jsonl", algorithm, **{**run, **own, **kw})
     return DraftTrainer(cfg, tmp_path / "run", algorithm=algorithm, target=tgt, progress=False, log=lambda *a: None)
 
 

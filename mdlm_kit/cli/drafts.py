@@ -23,7 +23,7 @@ __all__ = ['config_from_args', 'one_device_only', 'cmd_train_draft', 'cmd_make_c
 # %% ../../nbs/25_draft_cli.ipynb #f90e3646
 def config_from_args(args, algorithm: str = "dflash") -> DraftTrainConfig:
     "The drafter's settings: the shared defaults, the drafter's own (`Drafter.defaults`), then the flags given."
-    base = DraftTrainConfig.from_flags(**drafters()[algorithm].defaults)
+    base = DraftTrainConfig.from_flags(algorithm, **drafters()[algorithm].defaults)
     return apply_settings(base, settings_from_flags(args))
 
 # %% ../../nbs/25_draft_cli.ipynb #f26f7e6c
@@ -287,5 +287,4 @@ def add_draft_commands(sub):
         )
         add_run_flags(p, "train_config.json, events.jsonl, checkpoints/, draft/")
         p.add_argument("--tp-size", type=int, default=1, help="tensor-parallel size: 1 (larger: SpecForge's job)")
-        others = {k for o in drafters().values() if o is not d for k in o.settings} - set(d.settings)
-        add_config_flags(p, DraftTrainConfig, skip=others, defaults=d.defaults)  # only its own settings, its defaults
+        add_config_flags(p, DraftTrainConfig.for_drafter(name), defaults=d.defaults)  # the shared and its own settings

@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from ..core.checkpoint import CheckpointError, load_model_dir, save_model_dir
 from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
+from ..core.config import setting
 from ..core.device import KitError, cast_weights, note_once
 from .targets import feature_scaled_init_, flatten_draft_config, read_draft_config, rotary_embedding
 from .targets import DraftShape, target_shape
@@ -24,8 +25,8 @@ __all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ARCHITECTURE', 'LEGACY_MODEL_TYPE', 'ATT
            'build_target_layer_ids', 'sample_anchors', 'dflash_blocks', 'dflash_mask_mod', 'dflash_attention_mask',
            'dflash_position_weights', 'DFlashConfig', 'BlockStructure', 'DFlashAttention', 'DFlashLayer',
            'DFlashDraftModel', 'reference_config', 'is_dflash_config', 'block_metrics', 'token_cross_entropy',
-           'dflash_forward', 'draft_block', 'DFlashContextCache', 'DFlashProposer', 'DFlashObjective',
-           'dflash_proposer']
+           'dflash_forward', 'draft_block', 'DFlashContextCache', 'DFlashProposer', 'DFlashSettings',
+           'resolve_mask_token_id', 'DFlashObjective', 'dflash_proposer']
 
 # %% ../../nbs/17_dflash.ipynb #c680a109
 class DFlashError(KitError, ValueError):
@@ -651,20 +652,62 @@ class DFlashProposer(Proposer):
     def commit(self, new, features):
         self.cache.extend(features.float())  # b and the accepted drafts
 
+# %% ../../nbs/17_dflash.ipynb #3635880c
+@dataclass
+class DFlashSettings:
+    "DFlash's own training settings: the block, the layers that feed it, its mask token, anchors and loss weights."
+
+    block_size: int = setting(16, "DFlash block size B (one anchor + B-1 drafted tokens)")
+    num_draft_layers: int = setting(1, "draft decoder layers (1 on CPU; 5 in the paper)")
+    num_feature_layers: int = setting(5, "how many target layers feed the drafter (K; the paper uses 5)")
+    target_layer_ids: list = setting([], "explicit comma-separated target layer ids (default: the spread rule)")
+    mask_token_id: str = setting("auto", "'auto' (tokenizer mask, unused row, or a drafter-owned row) or an id")
+    num_anchors: int = setting(64, "blocks per sequence, resampled every epoch")
+    loss_type: str = setting(
+        "dflash", "dflash (decayed CE), dpace, dpace-cumulative-confidence-only, dpace-continuation-value-only"
+    )
+    loss_decay_gamma: float = setting(7.0, "gamma of w_k = exp(-(k-1)/gamma); 0 for uniform (7/5/4 for B = 16/10/8)")
+    dpace_alpha: float = setting(0.5, "D-PACE confidence smoothing alpha in [0, 1]")
+    loss_chunk_rows: int = setting(
+        0,
+        "the LM head's logits for this many block slots at a time, made again in the backward pass (0: as many as "
+        "fit in 2^26 logits; the whole batch's fp32 logits are 5 GB a sample at a 150k vocabulary)",
+    )
+
+# %% ../../nbs/17_dflash.ipynb #44403921
+def resolve_mask_token_id(spec, tokenizer, vocab_size: int) -> int:
+    "The DFlash mask id for `spec` ('auto' or an int) given the tokenizer and the target's embedding rows."
+    if str(spec) != "auto":
+        try:
+            mid = int(spec)
+        except ValueError:
+            raise DFlashError(f"--mask-token-id must be 'auto' or an integer, not {spec!r}.") from None
+        if not 0 <= mid < vocab_size:
+            raise DFlashError(
+                f"--mask-token-id {mid} is outside the target's vocabulary 0..{vocab_size - 1}; use 'auto'."
+            )
+        return mid
+    if tokenizer is not None and tokenizer.mask_token_id is not None and tokenizer.mask_token_id < vocab_size:
+        return int(tokenizer.mask_token_id)
+    n_tok = len(tokenizer) if tokenizer is not None else vocab_size
+    return n_tok if n_tok < vocab_size else vocab_size
+
 # %% ../../nbs/17_dflash.ipynb #7d2d0a61
 class DFlashObjective:
     "DFlash: random anchors per sample and epoch, one pass over all blocks, decayed or D-PACE weighted CE."
 
     name = "dflash"
+    resume_may_change = ("loss_chunk_rows",)  # memory only: a resume may change it
 
-    def __init__(self, cfg, target_config, mask_token_id: int, target_digest: str):
+    def __init__(self, cfg, target_config, tokenizer, vocab_size: int, target_digest: str):
+        s = cfg.dflash
         dc = DFlashConfig.from_target(
             target_config,
-            mask_token_id=mask_token_id,
-            num_draft_layers=cfg.model.num_draft_layers,
-            block_size=cfg.model.block_size,
-            target_layer_ids=cfg.model.target_layer_ids or None,
-            num_feature_layers=cfg.model.num_feature_layers,
+            mask_token_id=resolve_mask_token_id(s.mask_token_id, tokenizer, vocab_size),
+            num_draft_layers=s.num_draft_layers,
+            block_size=s.block_size,
+            target_layer_ids=s.target_layer_ids or None,
+            num_feature_layers=s.num_feature_layers,
             attention_backend=cfg.model.attention_backend,
             target_digest=target_digest,
         )
@@ -673,6 +716,11 @@ class DFlashObjective:
         self.cfg, self.model = cfg, DFlashDraftModel(dc)
         if self.model.mask_embedding is not None:
             self.mask_init = True
+
+    @staticmethod
+    def needs_tokenizer(cfg) -> bool:
+        "'auto' finds the mask token with the target's tokenizer (offline too)."
+        return str(cfg.dflash.mask_token_id) == "auto"
 
     @property
     def layer_ids(self):
@@ -693,8 +741,8 @@ class DFlashObjective:
         feature_scaled_init_(self.model.fc, hidden)
 
     def loss(self, tables, input_ids, loss_mask, hidden, seeds, target_top1=None) -> dict:
-        c = self.cfg
-        anchors, keep = sample_anchors(loss_mask, c.loss.num_anchors, seeds)
+        c = self.cfg.dflash
+        anchors, keep = sample_anchors(loss_mask, c.num_anchors, seeds)
         return dflash_forward(
             self.model,
             tables,
@@ -703,17 +751,17 @@ class DFlashObjective:
             hidden,
             anchors,
             keep,
-            loss_type=c.loss.loss_type,
-            gamma=c.loss.loss_decay_gamma or None,
-            alpha=c.loss.dpace_alpha,
-            chunk_rows=c.loss.loss_chunk_rows,
+            loss_type=c.loss_type,
+            gamma=c.loss_decay_gamma or None,
+            alpha=c.dpace_alpha,
+            chunk_rows=c.loss_chunk_rows,
         )
 
 # %% ../../nbs/17_dflash.ipynb #2e35995e
 @patch(cls_method=True)
 def check(cls: DFlashObjective, cfg):
-    "Refuse DFlash's own settings in `cfg` (a `DraftTrainConfig`) where the trainer cannot run them."
-    m, lo = cfg.model, cfg.loss
+    "Refuse DFlash's own settings in `cfg` (a DFlash run's config, lesson 20) where the trainer cannot run them."
+    m, lo = cfg.model, cfg.dflash
     if lo.loss_type not in LOSS_TYPES:
         raise DFlashError(f"--loss-type must be one of {LOSS_TYPES}, not {lo.loss_type!r}.")
     if not 0.0 <= lo.dpace_alpha <= 1.0:
@@ -743,17 +791,6 @@ DFLASH = register_drafter(
         proposer=dflash_proposer,
         default_draft_tokens=lambda draft: draft.config.block_size - 1,
         objective=DFlashObjective,
-        settings=(
-            "block_size",
-            "num_draft_layers",
-            "num_feature_layers",
-            "target_layer_ids",
-            "mask_token_id",
-            "num_anchors",
-            "loss_type",
-            "loss_decay_gamma",
-            "dpace_alpha",
-            "loss_chunk_rows",
-        ),
+        settings=DFlashSettings,
     )
 )

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from fastcore.basics import patch
 from ..core.checkpoint import CheckpointError, atomic_torch_save, load_model_dir, safe_torch_load, save_model_dir
 from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
+from ..core.config import setting
 from ..core.device import KitError, cast_weights
 from .targets import feature_scaled_init_, read_draft_config, rotary_embedding
 from .targets import DraftShape, target_shape
@@ -26,7 +27,7 @@ __all__ = ['MODEL_TYPE', 'ARCHITECTURE', 'EAGLE3', 'Eagle3Error', 'default_aux_l
            'ttt_attention_mask', 'ttt_step_weights', 'Eagle3Config', 'Eagle3Attention', 'Eagle3Layer',
            'Eagle3DraftModel', 'shift_left', 'target_labels', 'eagle3_forward', 'draft_embed', 'walked_tau',
            'chain_step_reference', 'Eagle3ContextCache', 'eagle3_propose', 'eagle3_tree_propose', 'Eagle3Proposer',
-           'Eagle3TreeProposer', 'Eagle3Objective', 'eagle3_proposer']
+           'Eagle3TreeProposer', 'Eagle3Settings', 'Eagle3Objective', 'eagle3_proposer']
 
 # %% ../../nbs/18_eagle3.ipynb #bd7f9a97
 class Eagle3Error(KitError, ValueError):
@@ -562,6 +563,22 @@ class Eagle3TreeProposer(Eagle3Proposer):
         ids = torch.tensor([t for t, _, _ in tree], device=self.cache.last.device)
         return Proposal(ids, parents=[p for _, p, _ in tree])
 
+# %% ../../nbs/18_eagle3.ipynb #2360400d
+@dataclass
+class Eagle3Settings:
+    "EAGLE-3's own training settings: the TTT length, the draft vocabulary, the feature layers, the head's start."
+
+    ttt_length: int = setting(7, "EAGLE-3 training-time-test steps T")
+    draft_vocab_size: int = setting(8192, "EAGLE-3 draft vocabulary: the most frequent supervised target tokens")
+    eagle_aux_hidden_state_layer_ids: list = setting(
+        [], "EAGLE-3 feature layers (default: outputs of layers 1, L//2-1, L-4)"
+    )
+    init_head_from_target: bool = setting(
+        False,
+        "EAGLE-3: start the draft head from the target's LM head rows and (with the feature-scaled init) its final "
+        "norm from the scale of the target's last features",
+    )
+
 # %% ../../nbs/18_eagle3.ipynb #d56e3a69
 class Eagle3Objective:
     "EAGLE-3: features of 3 target layers plus the last hidden state (for the target's distribution), TTT unrolled."
@@ -569,18 +586,22 @@ class Eagle3Objective:
     name = "eagle3"
     step_accuracies = True  # the trainer logs acc_0..acc_{T-1}, one per TTT step, as the reference script does
 
-    def __init__(self, cfg, target_config, mask_token_id: int, target_digest: str):
-        V = target_config.vocab_size
+    def __init__(self, cfg, target_config, tokenizer, vocab_size: int, target_digest: str):
+        V, s = target_config.vocab_size, cfg.eagle3
         ec = Eagle3Config.from_target(
             target_config,
-            min(cfg.model.draft_vocab_size or V, V),
-            cfg.model.eagle_aux_hidden_state_layer_ids or None,
-            cfg.model.ttt_length,
+            min(s.draft_vocab_size or V, V),
+            s.eagle_aux_hidden_state_layer_ids or None,
+            s.ttt_length,
             target_digest,
         )
         if cfg.model.draft_config_path:
             ec = read_draft_config(cfg.model.draft_config_path, ec)
         self.cfg, self.model = cfg, Eagle3DraftModel(ec)
+
+    @staticmethod
+    def needs_tokenizer(cfg) -> bool:
+        return False
 
     @property
     def layer_ids(
@@ -594,7 +615,7 @@ class Eagle3Objective:
 
     @torch.no_grad()
     def init_from_tables(self, tables):  # after `prepare`: the draft vocabulary is known
-        if self.cfg.model.init_head_from_target:
+        if self.cfg.eagle3.init_head_from_target:
             w = self.model.lm_head.weight
             w.copy_(tables.head_weight[self.model.draft_ids().to(tables.head_weight.device)].to(w))
 
@@ -602,7 +623,7 @@ class Eagle3Objective:
     def init_from_features(self, hidden):
         H = self.model.config.hidden_size
         feature_scaled_init_(self.model.fc, hidden[..., : 3 * H])
-        if self.cfg.model.init_head_from_target:  # the target's final features set the norm's per-channel scale
+        if self.cfg.eagle3.init_head_from_target:  # the target's final features set the norm's per-channel scale
             last = hidden[..., 3 * H :].reshape(-1, H).float()
             last = last[last.abs().sum(-1) > 0]  # padding rows are zeros
             self.model.norm.weight.copy_(last.pow(2).mean(0).sqrt())
@@ -637,18 +658,19 @@ class Eagle3Objective:
 # %% ../../nbs/18_eagle3.ipynb #ac4cbe09
 @patch(cls_method=True)
 def check(cls: Eagle3Objective, cfg):
-    "Refuse EAGLE-3's own settings in `cfg` (a `DraftTrainConfig`) where the trainer cannot run them."
-    if cfg.model.ttt_length < 1:
-        raise Eagle3Error(f"--ttt-length must be at least 1, not {cfg.model.ttt_length}.")
+    "Refuse EAGLE-3's own settings in `cfg` (an EAGLE-3 run's config, lesson 20) where the trainer cannot run them."
+    s = cfg.eagle3
+    if s.ttt_length < 1:
+        raise Eagle3Error(f"--ttt-length must be at least 1, not {s.ttt_length}.")
     if cfg.model.attention_backend != "sdpa":  # the seeds pass it; SpecForge's flex_attention saves memory there
         raise Eagle3Error(
             f"--attention-backend {cfg.model.attention_backend}: the kit's EAGLE-3 attends with sdpa, each TTT "
             "step to the cached keys of the steps before it. Pass --attention-backend sdpa (or leave it out); for "
             "flex_attention's memory at long sequences, train with SpecForge."
         )
-    if cfg.model.draft_vocab_size < 0:
+    if s.draft_vocab_size < 0:
         raise Eagle3Error(
-            f"--draft-vocab-size must be >= 0 (0: the target's whole vocabulary), not {cfg.model.draft_vocab_size}."
+            f"--draft-vocab-size must be >= 0 (0: the target's whole vocabulary), not {s.draft_vocab_size}."
         )
 
 # %% ../../nbs/18_eagle3.ipynb #4eddeacb
@@ -669,7 +691,7 @@ EAGLE3 = register_drafter(
         proposer=eagle3_proposer,
         default_draft_tokens=lambda draft: 5,
         objective=Eagle3Objective,
-        settings=("ttt_length", "draft_vocab_size", "eagle_aux_hidden_state_layer_ids", "init_head_from_target"),
+        settings=Eagle3Settings,
         defaults={"learning_rate": 1e-4, "warmup_ratio": 0.015, "max_grad_norm": 0.5},
         runner_ups=True,
         trees=True,

@@ -9,13 +9,14 @@ from __future__ import annotations
 import difflib
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, make_dataclass
+from typing import ClassVar
 from pathlib import Path
 import torch
 from fastcore.basics import patch
 from ..core.checkpoint import CheckpointError, CheckpointManager, resume_point
 from ..core.layers import lr_schedule, make_optimizer
-from ..core.config import DEVICE_HELP, PRECISION_HELP, ConfigError, setting
+from ..core.config import DEVICE_HELP, PRECISION_HELP, ConfigError, config_fields, setting
 from ..core.device import KitError, autocast, make_grad_scaler, resolve_device, resolve_precision
 from ..core.device import cast_weights, configure_backends, seed_everything
 from ..core.loop import EventLog, ResumeError, TrainLoop, check_resume
@@ -23,13 +24,12 @@ from .targets import TargetModel, TargetEmbeddingsAndHead, TargetError, chat_tem
 from .targets import digests_match
 from .chat_data import build_chat_dataset, dataset_key
 from .features import HiddenStates, FeaturesError
-from .dflash import DFlashError
 from .verification import drafters
 
 # %% auto #0
-__all__ = ['SECTIONS', 'RESUME_MAY_CHANGE', 'TargetSettings', 'DataSettings', 'DrafterSettings', 'LossSettings',
-           'DraftTrainingSettings', 'DraftTrainConfig', 'setting_sections', 'DraftTrainingError',
-           'resolve_mask_token_id', 'DraftTrainer', 'collate', 'MicroBatchIndices', 'summarize']
+__all__ = ['SECTIONS', 'RESUME_MAY_CHANGE', 'TargetSettings', 'DataSettings', 'DrafterSettings', 'DraftTrainingSettings',
+           'DraftTrainConfig', 'setting_sections', 'unknown_setting', 'DraftTrainingError', 'run_config',
+           'DraftTrainer', 'collate', 'MicroBatchIndices', 'summarize']
 
 # %% ../../nbs/20_draft_train.ipynb #8301c9fb
 @dataclass
@@ -77,58 +77,26 @@ class DataSettings:
 
 @dataclass
 class DrafterSettings:
-    "The drafter's shape (DFlash's block and layers, EAGLE-3's vocabulary and TTT length) and where it starts."
+    "Where a drafter starts and how it attends: the settings every drafter reads (its own are in its module)."
 
     draft_config_path: str = setting(
         "",
         "a draft config.json (the kit's or SpecForge's layout) whose fields override those derived from the target",
         flags=("--draft-model-config",),
     )
-    block_size: int = setting(16, "DFlash block size B (one anchor + B-1 drafted tokens)")
-    num_draft_layers: int = setting(1, "draft decoder layers (1 on CPU; 5 in the paper)")
-    num_feature_layers: int = setting(5, "how many target layers feed the drafter (K; the paper uses 5)")
-    target_layer_ids: list = setting([], "explicit comma-separated target layer ids (default: the spread rule)")
-    mask_token_id: str = setting("auto", "'auto' (tokenizer mask, unused row, or a drafter-owned row) or an id")
     attention_backend: str = setting(
         "sdpa",
         "DFlash: eager, sdpa (CPU/MPS/CUDA), structured (no block-to-block mask: less memory at many anchors) "
         "or flex_attention (CUDA); EAGLE-3: sdpa",
-    )
-    ttt_length: int = setting(7, "EAGLE-3 training-time-test steps T")
-    draft_vocab_size: int = setting(8192, "EAGLE-3 draft vocabulary: the most frequent supervised target tokens")
-    eagle_aux_hidden_state_layer_ids: list = setting(
-        [], "EAGLE-3 feature layers (default: outputs of layers 1, L//2-1, L-4)"
     )
     feature_scaled_init: bool = setting(
         True,
         "initialise the feature projection per input dimension from the first batch's scale "
         "(--no-feature-scaled-init: plain N(0, 0.02))",
     )
-    init_head_from_target: bool = setting(
-        False,
-        "EAGLE-3: start the draft head from the target's LM head rows and (with the feature-scaled init) its final "
-        "norm from the scale of the target's last features",
-    )
     ckpt_dir: str = setting("", "start from this saved drafter directory (fine-tuning)")
 
 # %% ../../nbs/20_draft_train.ipynb #ed7b9c3c
-@dataclass
-class LossSettings:
-    "DFlash's anchors per sample and its loss weighting (decayed cross-entropy or D-PACE)."
-
-    num_anchors: int = setting(64, "blocks per sequence, resampled every epoch")
-    loss_type: str = setting(
-        "dflash", "dflash (decayed CE), dpace, dpace-cumulative-confidence-only, dpace-continuation-value-only"
-    )
-    loss_decay_gamma: float = setting(7.0, "gamma of w_k = exp(-(k-1)/gamma); 0 for uniform (7/5/4 for B = 16/10/8)")
-    dpace_alpha: float = setting(0.5, "D-PACE confidence smoothing alpha in [0, 1]")
-    loss_chunk_rows: int = setting(
-        0,
-        "the LM head's logits for this many block slots at a time, made again in the backward pass (0: as many as "
-        "fit in 2^26 logits; the whole batch's fp32 logits are 5 GB a sample at a 150k vocabulary)",
-    )
-
-
 @dataclass
 class DraftTrainingSettings:
     "The optimisation and its cadence: the MDLM's `training` section, with the reference trainers' defaults."
@@ -163,19 +131,18 @@ SECTIONS = {
     "target": TargetSettings,
     "data": DataSettings,
     "model": DrafterSettings,
-    "loss": LossSettings,
     "training": DraftTrainingSettings,
 }
 
 # %% ../../nbs/20_draft_train.ipynb #49c9523a
 @dataclass
 class DraftTrainConfig:
-    "Everything a drafter run needs, by concern; saved as `train_config.json` beside the run and checked on resume."
+    """Everything a drafter run needs, by concern; saved as `train_config.json` beside the run and checked on resume.
+    A run's config class (`for_drafter`) adds the drafter's own section."""
 
     target: TargetSettings = field(default_factory=TargetSettings)
     data: DataSettings = field(default_factory=DataSettings)
     model: DrafterSettings = field(default_factory=DrafterSettings)
-    loss: LossSettings = field(default_factory=LossSettings)
     training: DraftTrainingSettings = field(default_factory=DraftTrainingSettings)
     device: str = setting("auto", DEVICE_HELP)
     precision: str = setting("auto", PRECISION_HELP)
@@ -184,33 +151,62 @@ class DraftTrainConfig:
     profile_start_step: int = setting(5, "first profiled step")
     profile_num_steps: int = setting(3, "profiled steps")
     profile_record_shapes: bool = setting(False, "record tensor shapes in the trace")
+    drafter: ClassVar[str] = ""  # the registered drafter whose section a run's config class adds
 
     @classmethod
-    def from_flags(cls, **flat) -> "DraftTrainConfig":
-        "Build from the flat names of the command-line flags (`block_size=8` for `--block-size 8`)."
-        cfg, where = cls(), setting_sections()
+    def from_flags(cls, algorithm: str | None = None, **flat) -> "DraftTrainConfig":
+        """Build from the flat names of the command-line flags (`block_size=8` for `--block-size 8`), as a run of the
+        drafter `algorithm` (default: this class's)."""
+        cls = cls.for_drafter(algorithm) if algorithm else cls
+        cfg, where = cls(), setting_sections(cls)
         for k, v in flat.items():
             if k not in where:
-                hint = difflib.get_close_matches(k, list(where), n=1)
-                raise ConfigError(f"unknown drafter setting {k!r}" + (f": did you mean {hint[0]!r}?" if hint else "."))
+                raise ConfigError(unknown_setting(k, cls))
             setattr(getattr(cfg, where[k]) if where[k] else cfg, k, v)
         return cfg
 
     def flat(self) -> dict:
         "The settings under their flag names, the inverse of `from_flags`."
-        return {k: getattr(getattr(self, s) if s else self, k) for k, s in setting_sections().items()}
+        return {k: getattr(getattr(self, s) if s else self, k) for k, s in setting_sections(type(self)).items()}
 
 
-def setting_sections() -> dict[str, str]:
-    "Each flag name -> its section ('' for the top-level settings)."
-    out = {f.name: s for s, typ in SECTIONS.items() for f in fields(typ)}
-    return out | {f.name: "" for f in fields(DraftTrainConfig) if f.name not in SECTIONS}
+def setting_sections(cls=DraftTrainConfig) -> dict[str, str]:
+    "Each flag name of the config class `cls` -> its section ('' for the top-level settings)."
+    return {k.split(".")[-1]: k.rpartition(".")[0] for k, _ in config_fields(cls)}
+
+# %% ../../nbs/20_draft_train.ipynb #6e37f151
+_RUN_CONFIGS: dict[str, type] = {}
+
+
+@patch(cls_method=True)
+def for_drafter(cls: DraftTrainConfig, name: str) -> type:
+    """The config class of a run of the registered drafter `name`: the shared sections and, as a section `name`, the
+    settings its module declares (`Drafter.settings`)."""
+    if name not in drafters():
+        raise ConfigError(f"unknown drafter {name!r}: the registered ones are {', '.join(drafters())}.")
+    if name not in _RUN_CONFIGS:
+        d = drafters()[name]
+        own = [(name, d.settings, field(default_factory=d.settings))] if d.settings else []
+        title = "".join(ch for ch in d.label if ch.isalnum())
+        _RUN_CONFIGS[name] = make_dataclass(
+            f"{title}TrainConfig", own, bases=(DraftTrainConfig,), namespace={"drafter": name}
+        )
+    return _RUN_CONFIGS[name]
+
+
+def unknown_setting(name: str, cls) -> str:
+    "Why `name` is no setting of the run config class `cls`: another drafter's, or a typo (with the nearest name)."
+    for other, d in drafters().items():
+        if d.settings and other != cls.drafter and name in {f.name for f in fields(d.settings)}:
+            return f"{name!r} is {d.label}'s setting; a {cls.drafter or 'shared'} run has no such setting."
+    hint = difflib.get_close_matches(name, list(setting_sections(cls)), n=1)
+    return f"unknown drafter setting {name!r}" + (f": did you mean {hint[0]!r}?" if hint else ".")
 
 # %% ../../nbs/20_draft_train.ipynb #9ba1c6d5
 @patch
-def validate(self: DraftTrainConfig, algorithm: str | None = None) -> DraftTrainConfig:
-    """Refuse settings the trainer cannot run, naming the flag and its allowed values: the shared ones here and, with
-    `algorithm`, that drafter's own by its objective's `check`."""
+def validate(self: DraftTrainConfig) -> DraftTrainConfig:
+    """Refuse settings the trainer cannot run, naming the flag and its allowed values: the shared ones here and the
+    drafter's own by its objective's `check`."""
     d, t = self.data, self.training
     if not (d.train_data_path or d.train_hidden_states_path):
         raise ConfigError(
@@ -230,8 +226,8 @@ def validate(self: DraftTrainConfig, algorithm: str | None = None) -> DraftTrain
     for k in ("batch_size", "gradient_accumulation_steps", "num_epochs", "max_length"):
         if flat[k] < 1:
             raise ConfigError(f"--{k.replace('_', '-')} must be at least 1, not {flat[k]}.")
-    if algorithm is not None:  # the drafter's own settings, by its objective (lessons 17 and 18)
-        drafters()[algorithm].objective.check(self)
+    if self.drafter:  # the drafter's own settings, by its objective (lessons 17 and 18)
+        drafters()[self.drafter].objective.check(self)
     return self
 
 # %% ../../nbs/20_draft_train.ipynb #b5d08138
@@ -255,7 +251,6 @@ RESUME_MAY_CHANGE = {
     "model.ckpt_dir",
     "data.cache_dir",
     "data.dataloader_num_workers",
-    "loss.loss_chunk_rows",
     "data.train_data_path",
     "data.eval_data_path",
     "data.train_hidden_states_path",
@@ -263,28 +258,24 @@ RESUME_MAY_CHANGE = {
     "target.target_model_path",
 }
 
-# %% ../../nbs/20_draft_train.ipynb #df9bfd7c
-def resolve_mask_token_id(spec, tokenizer, vocab_size: int) -> int:
-    "The DFlash mask id for `spec` ('auto' or an int) given the tokenizer and the target's embedding rows."
-    if str(spec) != "auto":
-        try:
-            mid = int(spec)
-        except ValueError:
-            raise DFlashError(f"--mask-token-id must be 'auto' or an integer, not {spec!r}.") from None
-        if not 0 <= mid < vocab_size:
-            raise DFlashError(
-                f"--mask-token-id {mid} is outside the target's vocabulary 0..{vocab_size - 1}; use 'auto'."
-            )
-        return mid
-    if tokenizer is not None and tokenizer.mask_token_id is not None and tokenizer.mask_token_id < vocab_size:
-        return int(tokenizer.mask_token_id)
-    n_tok = len(tokenizer) if tokenizer is not None else vocab_size
-    return n_tok if n_tok < vocab_size else vocab_size
+# %% ../../nbs/20_draft_train.ipynb #c82978f1
+def run_config(cfg: DraftTrainConfig, algorithm: str) -> DraftTrainConfig:
+    """`cfg` as a run of `algorithm`: a shared-only config gains the drafter's section at its defaults; another
+    drafter's config is refused."""
+    want = DraftTrainConfig.for_drafter(algorithm)
+    if type(cfg) is want:
+        return cfg
+    if cfg.drafter:
+        raise ConfigError(
+            f"these settings are a {cfg.drafter} run's ({type(cfg).__name__}), not a {algorithm} run's: build them "
+            f"with DraftTrainConfig.from_flags({algorithm!r}, ...)."
+        )
+    return want(**{f.name: getattr(cfg, f.name) for f in fields(DraftTrainConfig)})
 
 # %% ../../nbs/20_draft_train.ipynb #1c709690
 class DraftTrainer(TrainLoop):
-    """Train a drafter (`algorithm`: a registered drafter's name, lesson 15) described by `cfg` into `output_dir`;
-    `resume` continues the newest checkpoint."""
+    """Train a drafter (`algorithm`: a registered drafter's name, lesson 15; default: the one `cfg` is a run of)
+    described by `cfg` into `output_dir`; `resume` continues the newest checkpoint."""
 
     error = DraftTrainingError
     nonfinite_fix = "Lower --learning-rate or check the data, or pass --skip-nonfinite to skip such steps."
@@ -293,16 +284,16 @@ class DraftTrainer(TrainLoop):
         self,
         cfg: DraftTrainConfig,
         output_dir,
-        algorithm: str = "dflash",
+        algorithm: str | None = None,
         resume: bool = False,
         max_run_steps: int | None = None,
         target: TargetModel | None = None,
         progress: bool = True,
         log=print,
     ):
-        if algorithm not in drafters():
-            raise ConfigError(f"unknown drafter {algorithm!r}: the registered ones are {', '.join(drafters())}.")
-        self.cfg, self.out, self.algorithm = cfg.validate(algorithm), Path(output_dir), algorithm
+        algorithm = algorithm or cfg.drafter or "dflash"
+        cfg = run_config(cfg, algorithm)
+        self.cfg, self.out, self.algorithm = cfg.validate(), Path(output_dir), algorithm
         self.resume, self.max_run_steps, self.progress, self.log = resume, max_run_steps, progress, log
         self.desc, self.events = algorithm, EventLog(self.out / "events.jsonl")
         self.prof = None  # the profiler, while --profile records
@@ -322,7 +313,8 @@ def _setup(self: DraftTrainer, target):
         saved = state["config"]
         if not all(isinstance(saved.get(s), dict) for s in SECTIONS):  # one flat dict: before the sections
             raise ResumeError(f"cannot resume: the checkpoint was saved by an earlier version of the kit.\n{hint}")
-        check_resume(saved, asdict(cfg), RESUME_MAY_CHANGE, hint)
+        own = getattr(drafters()[self.algorithm].objective, "resume_may_change", ())
+        check_resume(saved, asdict(cfg), RESUME_MAY_CHANGE | {f"{self.algorithm}.{k}" for k in own}, hint)
     self.device = resolve_device(cfg.device)
     if cfg.model.attention_backend == "flex_attention" and self.device.type == "cpu":
         raise ConfigError(
@@ -348,7 +340,7 @@ def _setup(self: DraftTrainer, target):
 def _target_tables(self: DraftTrainer, target):
     "Load what the drafter needs of the target: the live model (online) or only its embeddings, head and config."
     cfg = self.cfg
-    if target is None and (self.online or cfg.model.mask_token_id == "auto"):
+    if target is None and (self.online or drafters()[self.algorithm].objective.needs_tokenizer(cfg)):
         target = TargetModel.from_pretrained(  # frozen: its weights in the training precision (bf16 on a GPU)
             cfg.target.target_model_path,
             device=self.device,
@@ -387,9 +379,8 @@ def _target_tables(self: DraftTrainer, target):
 def _build_model(self: DraftTrainer, tconf, digest: str, tok, fresh: bool):
     "The objective and its drafter, initialised from the target's tables, and the training (and eval) data."
     cfg = self.cfg
-    mask_id = resolve_mask_token_id(cfg.model.mask_token_id, tok, self.tables.vocab_size)
     seed_everything(cfg.training.seed)
-    self.objective = drafters()[self.algorithm].objective(cfg, tconf, mask_id, digest)
+    self.objective = drafters()[self.algorithm].objective(cfg, tconf, tok, self.tables.vocab_size, digest)
     self.model = self.objective.model.to(self.device)
     self.train_set, self.data_id = self._load_data(
         cfg.data.train_data_path, cfg.data.train_hidden_states_path, tok, digest

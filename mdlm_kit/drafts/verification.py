@@ -280,10 +280,12 @@ class Drafter:
     recognises: Callable[[dict], bool]  # a saved config.json is one of these
     proposer: Callable  # (draft, tables, k, tree_nodes, tree_top_k, min_confidence, runner_up) -> Proposer
     default_draft_tokens: Callable  # draft -> the drafts a cycle verifies when none is asked for (off a CPU)
-    # training: (DraftTrainConfig, target config, mask id, target digest) -> objective; objective.check(cfg) refuses
-    # bad values of its own settings
+    # training: (run config, target config, target tokenizer or None, target vocabulary rows, target digest) ->
+    # objective; objective.check(cfg) refuses bad values of its own settings
     objective: type | None = None
-    settings: tuple = ()  # the DraftTrainConfig settings only this drafter reads: flags of its train command alone
+    # a dataclass of the training settings only this drafter reads: the section `name` of its run's config, and
+    # the flags of its train command alone
+    settings: type | None = None
     defaults: dict = field(default_factory=dict)  # its training defaults where they differ from the shared ones
     runner_ups: bool = False  # its chain can verify runner-up leaves (`add_runner_ups`)
     trees: bool = False  # it can propose a tree of `tree_nodes` nodes
