@@ -32,9 +32,9 @@ def trainer(features: str, target: str, out: str, aux: str = "1,14,26") -> Draft
 
 def one_step(tr: DraftTrainer, batch, saved_top1: bool):
     "Loss and backward of one batch; the seconds it took and the loss."
-    ids, lm, hid, top1 = batch
+    ids, lm, hid, top1, draws = batch
     t0 = time.perf_counter()
-    out = tr.objective.loss(tr.tables, ids, lm, hid, [0] * len(ids), top1 if saved_top1 else None)
+    out = tr.objective.loss(tr.tables, ids, lm, hid, draws, top1 if saved_top1 else None)
     loss = out["numerator"] / out["denominator"]
     loss.backward()
     dt = time.perf_counter() - t0
@@ -46,7 +46,7 @@ def label_disagreement(tr: DraftTrainer, batches) -> tuple[int, int]:
     "Supervised positions whose saved top-1 differs from the argmax recomputed from the stored features, and all."
     H, differ, total = tr.model.config.hidden_size, 0, 0
     with torch.no_grad():
-        for ids, lm, hid, top1 in batches:
+        for ids, lm, hid, top1, _ in batches:
             again = tr.tables.logits(hid[..., 3 * H :]).argmax(-1)
             m = lm.bool()
             differ += int((again[m] != top1[m]).sum())

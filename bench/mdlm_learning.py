@@ -136,6 +136,7 @@ def main(argv=None):
                 continue
             t0 = time.perf_counter()
             tr.train_step()
+            tr.settle()  # the loop's check of a non-finite step, as `run` makes it at each log
             clock[n] += time.perf_counter() - t0
             if tr.step % a.eval_every == 0 or tr.step == tr.cfg.training.max_steps:
                 s = score(tr, blocks[n], a.levels)

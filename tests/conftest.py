@@ -118,6 +118,13 @@ def tiny_draft_config(chat, algorithm: str = "dflash", **settings):
     return DraftTrainConfig.from_flags(algorithm, **{**TINY_DRAFT, "train_data_path": str(chat), **settings})
 
 
+def logged_step(trainer) -> dict:
+    "One training step of `trainer`, as its `train` event reports it (the step's tensors read back, then summarised)."
+    from mdlm_kit.core.loop import host_records
+
+    return trainer.train_record(host_records([trainer.train_step()]), 1.0)
+
+
 def save_tiny_target_and_chat(
     directory: Path, arch: str = "llama", n: int = 6, num_layers: int = 5, answer_chars: int = 300, name: str = "t"
 ):

@@ -138,6 +138,9 @@ def test_draft_trainer_steps_through_the_loss_scaler(tmp_path):
     calls = []
 
     class Recorder:
+        def is_enabled(self):  # a scaler that scales: the step goes through it (and the host checks the loss)
+            return True
+
         def scale(self, loss):
             calls.append("scale")
             return loss * 1.0

@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 import pytest
-from conftest import TINY_DFLASH, TINY_STEPS, save_tiny_target_and_chat, tiny_draft_config
+from conftest import TINY_DFLASH, TINY_STEPS, logged_step, save_tiny_target_and_chat, tiny_draft_config
 import torch
 from mdlm_kit.drafts.chat_data import ChatDataError, build_chat_dataset, load_conversations, tokenize_conversation
 from mdlm_kit.core.checkpoint import CheckpointError
@@ -128,7 +128,7 @@ def test_online_and_offline_give_the_same_loss(tiny, tmp_path):
         log=lambda *a: None,
     )
     assert off.target is None and len(off.train_set) == len(on.train_set)
-    r_on, r_off = on.train_step(), off.train_step()
+    r_on, r_off = logged_step(on), logged_step(off)
     # features computed in differently padded batches differ in the last float bits, hence the tolerance
     assert r_on["loss"] == pytest.approx(r_off["loss"], rel=1e-4)
     # the same anchors and labels: identical supervised counts per slot, and the same per-slot losses
@@ -257,7 +257,7 @@ def test_structured_backend_trains_like_sdpa(tiny, tmp_path):
         tr.optimizer.step = lambda *a, **k: grads.append(
             [p.grad.clone() for p in tr.model.parameters() if p.grad is not None]
         )
-        res[be] = (tr.train_step(), grads[0])
+        res[be] = (logged_step(tr), grads[0])
     (ra, ga), (rb, gb) = res["sdpa"], res["structured"]
     assert ra["loss"] == pytest.approx(rb["loss"], rel=1e-5) and len(ga) == len(gb) > 0
     assert all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in zip(ga, gb))  # the same gradients
@@ -272,7 +272,7 @@ def test_flex_attention_on_a_cpu_gives_the_sdpa_loss_and_refuses_to_train(tiny, 
     quiet = dict(target=tgt, progress=False, log=lambda *a: None)
     tr = DraftTrainer(_cfg(chat), tmp_path / "a", **quiet)
     idx, seeds = tr.micro_batch(0)
-    ids, lm, hid, _ = tr.batch(tr.train_set, idx)
+    ids, lm, hid, _, _ = tr.batch(tr.train_set, idx)
     anchors, keep = sample_anchors(lm, tr.cfg.dflash.num_anchors, seeds)
     keep = keep.clone()
     keep[0, 1] = False  # a dropped block: its rows attend to nothing

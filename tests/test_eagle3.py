@@ -2,7 +2,7 @@
 
 import json, shutil
 import pytest
-from conftest import TINY_EAGLE3, TINY_STEPS, save_tiny_target_and_chat, tiny_draft_config
+from conftest import TINY_EAGLE3, TINY_STEPS, logged_step, save_tiny_target_and_chat, tiny_draft_config
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
@@ -102,9 +102,9 @@ def test_online_equals_offline(tiny, tmp_path):
     assert torch.equal(on.model.d2t, off.model.d2t)
     # offline, the saved top-1 replaces the whole head (only the draft vocabulary's columns are computed)
     assert on.batch(on.train_set, [0])[3] is None
-    ids, _, _, top1 = off.batch(off.train_set, [0])
+    ids, _, _, top1, _ = off.batch(off.train_set, [0])
     assert top1.shape == ids.shape
-    a, b = on.train_step(), off.train_step()
+    a, b = logged_step(on), logged_step(off)
     assert a["loss"] == pytest.approx(b["loss"], rel=1e-5) and set(a) >= {"acc_0", "acc_1", "acc_2"}
     # features saved before the top-1 was (no target_top1): the whole head again, the same loss
     old = tmp_path / "old"
@@ -122,7 +122,7 @@ def test_online_equals_offline(tiny, tmp_path):
         **quiet,
     )
     assert legacy.batch(legacy.train_set, [0])[3] is None
-    assert legacy.train_step()["loss"] == pytest.approx(b["loss"], rel=1e-5)
+    assert logged_step(legacy)["loss"] == pytest.approx(b["loss"], rel=1e-5)
 
 
 def test_resume_exact_and_serving_layout(tiny, tmp_path):

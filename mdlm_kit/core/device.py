@@ -19,7 +19,7 @@ __all__ = ['DEVICE_CHOICES', 'CPU_PATHS', 'KEY_FLAGS', 'EXAMPLE_CPUS', 'PRECISIO
            'note_once', 'Precision', 'canonical_precision', 'resolve_precision', 'inference_precision', 'draft_dtype',
            'cast_weights', 'autocast', 'make_grad_scaler', 'configure_backends', 'sdpa_context', 'seed_everything',
            'get_rng_state', 'set_rng_state', 'preserved_rng', 'device_summary', 'machine_summary', 'memory_stats',
-           'launched_world_size', 'synchronize', 'DeviceAudit']
+           'launched_world_size', 'synchronize', 'DeviceAudit', 'HostSyncs', 'host_value', 'to_device']
 
 # %% ../../nbs/02_device.ipynb #fc3df06d
 class KitError(Exception):
@@ -542,3 +542,74 @@ class DeviceAudit(TorchFunctionMode):
             if ours and f.f_code.co_name != "__init__":  # constructors: parameters move with .to(device)
                 self.found.add(f"{Path(f.f_code.co_filename).name}:{f.f_lineno} {func.__name__}")
         return func(*args, **kwargs)
+
+# %% ../../nbs/02_device.ipynb #e6b27bfe
+import sys
+
+_READS = {"item", "tolist", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__"}  # a value back to the host
+_SIZED = {"nonzero", "argwhere", "masked_select", "unique", "unique_consecutive"}  # an output size from the values
+_HOST_READS: set[int] = set()  # the ids of the tensors `host_value` is reading now
+
+
+def _bool_index(index) -> bool:
+    parts = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(p, torch.Tensor) and p.dtype == torch.bool for p in parts)
+
+
+def _waits(name: str, args, kwargs) -> bool:
+    "Whether the torch call `name(*args, **kwargs)` would make the host wait for a GPU."
+    if args and isinstance(args[0], torch.Tensor) and id(args[0]) in _HOST_READS:
+        return False
+    if name in _READS or name in _SIZED:
+        return True
+    if name == "where":
+        return len(args) + len(kwargs) == 1  # torch.where(mask) is nonzero
+    if name in ("__getitem__", "__setitem__", "index_put", "index_put_"):
+        return len(args) > 1 and _bool_index(args[1])
+    if name == "to":  # a GPU tensor copied to the CPU (on a CPU there is none)
+        dev = kwargs.get("device", args[1] if len(args) > 1 else None)
+        return args[0].device.type != "cpu" and str(dev).startswith("cpu")
+    return False
+
+
+def _caller() -> str:
+    "file:line of the innermost frame outside torch that made the call `HostSyncs` saw."
+    f = sys._getframe(2)  # past _caller and `__torch_function__`
+    while f is not None and "/torch/" in f.f_code.co_filename:
+        f = f.f_back
+    return "?" if f is None else f"{Path(f.f_code.co_filename).name}:{f.f_lineno}"
+
+# %% ../../nbs/02_device.ipynb #986f0075
+class HostSyncs(TorchFunctionMode):
+    """Inside `with HostSyncs() as s:`, `s.calls` lists each torch call that would make the host wait for a GPU
+    (`name at file:line`): reading a value (`.item()`, `.tolist()`, `float(t)`, `int(t)`, `if t:`), a copy to the CPU,
+    an output whose size depends on the values (`nonzero`, boolean-mask indexing). It counts on any device."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if _waits(getattr(func, "__name__", ""), args, kwargs):
+            self.calls.append(f"{func.__name__} at {_caller()}")
+        return func(*args, **kwargs)
+
+
+def host_value(t: torch.Tensor):
+    """`t.tolist()` for a tensor that lives on the host on every device (a CPU draw, a CPU batch): no GPU is waited
+    for, so `HostSyncs` does not count it."""
+    _HOST_READS.add(id(t))
+    try:
+        return t.tolist()
+    finally:
+        _HOST_READS.discard(id(t))
+
+# %% ../../nbs/02_device.ipynb #efac3ee2
+def to_device(t: torch.Tensor, device) -> torch.Tensor:
+    """`t` on `device` without making the host wait: a CPU tensor bound for CUDA is pinned first (PyTorch caches the
+    pinned blocks), so the copy is queued like a kernel instead of waiting for the queue to drain."""
+    device = torch.device(device)
+    if device.type == "cuda" and t.device.type == "cpu":
+        return (t if t.is_pinned() else t.pin_memory()).to(device, non_blocking=True)
+    return t.to(device)

@@ -377,7 +377,8 @@ def make_optimizer(
     kind: str = "adamw",
     device: torch.device | None = None,
 ):
-    "AdamW (`kind` 'adamw', fused on CUDA, or bitsandbytes' 'adamw_8bit') with decay/no-decay groups."
+    """AdamW (`kind` 'adamw': fused on CUDA and CPUs, so a non-finite step is skipped on the device, lesson 10; or
+    bitsandbytes' 'adamw_8bit') with decay/no-decay groups."""
     decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() >= 2]
     no_decay = [p for n, p in model.named_parameters() if p.requires_grad and p.dim() < 2]
     groups = [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
@@ -394,7 +395,7 @@ def make_optimizer(
         for emb in (m for m in model.modules() if isinstance(m, torch.nn.Embedding)):
             mng.register_module_override(emb, "weight", {"optim_bits": 32})
         return bnb.optim.AdamW8bit(groups, **kw)
-    return torch.optim.AdamW(groups, fused=device is not None and torch.device(device).type == "cuda", **kw)
+    return torch.optim.AdamW(groups, fused=device is not None and torch.device(device).type in ("cuda", "cpu"), **kw)
 
 # %% ../../nbs/08_layers.ipynb #7c93a87d
 def lr_schedule(

@@ -16,7 +16,7 @@ from .config import ConfigError, config_mismatches
 from .device import KitError, get_rng_state, memory_stats, set_rng_state, synchronize
 
 # %% auto #0
-__all__ = ['ResumeError', 'check_resume', 'EventLog', 'TrainLoop']
+__all__ = ['ResumeError', 'check_resume', 'EventLog', 'TrainLoop', 'host_records']
 
 # %% ../../nbs/10_loop.ipynb #4827490f
 class ResumeError(ConfigError, CheckpointError):
@@ -63,6 +63,7 @@ class TrainLoop:
     eval_event = "eval"  # the name of evaluation records, in the log and in the summary
     nonfinite_fix = "Lower the learning rate or check the data."
     desc = "train"  # the progress bar's label
+    skip_nonfinite = False  # a trainer sets it from its config: skip non-finite steps instead of stopping
 
     def intervals(self) -> tuple[int, int, int]:
         "How often, in optimizer steps, to log, evaluate and save."
@@ -78,15 +79,15 @@ class TrainLoop:
     def one_step(self) -> dict:
         return self.train_step()
 
-    def accumulate(self, n_micro: int, micro_loss) -> tuple[float, float]:
+    def accumulate(self, n_micro: int, micro_loss):
         """Back-propagate `n_micro` micro-batches. `micro_loss(a)` gives micro-batch `a`'s loss (a tensor) and what the
-        step's loss is divided by for it (0 when the loss is already normalised). The losses and divisors, summed."""
+        step's loss is divided by for it (0 when the loss is already normalised). The losses and divisors, summed, as
+        they come (tensors stay on the device: nothing is read back)."""
         total, divisor = 0.0, 0.0
         for a in range(n_micro):
             loss, div = micro_loss(a)
             self.scaler.scale(loss).backward()  # gradients add up over the micro-batches
-            total += loss.item()
-            divisor += div
+            total, divisor = total + loss.detach(), divisor + div
         return total, divisor
 
     def set_lr(self, lr: float) -> float:
@@ -94,37 +95,77 @@ class TrainLoop:
             group["lr"] = lr
         return lr
 
-    def skip_or_stop(self, loss: str, lr: float, skip: bool) -> dict:
-        "A non-finite loss: drop the gradients, then stop (the default) or log the step as skipped and go on."
-        self.optimizer.zero_grad(set_to_none=True)
-        if not skip:
-            raise self.error(
-                f"loss became {loss} at step {self.step}; the weights were not updated. The last good checkpoint "
-                f"is {self.ckpts.latest()}. {self.nonfinite_fix}"
-            )
-        self.events("skipped_step", step=self.step, loss=loss)  # no update; the schedule moves on
-        self.step += 1
-        return {"loss": float("nan"), "lr": lr, "skipped": True}
+# %% ../../nbs/10_loop.ipynb #36af16fa
+@patch
+def update(self: TrainLoop, max_grad_norm: float, loss: torch.Tensor, divide_by=1.0) -> torch.Tensor:
+    """Unscale, divide the summed gradients by `divide_by` (a number or a tensor), clip (<= 0: no clipping) and step,
+    unless the step's loss `loss / divide_by` is not finite: then nothing is updated, and `settle` stops the run or
+    logs the skip at the next log interval. The norm before clipping, as a tensor (nothing is read back)."""
+    params = [p for p in self.model.parameters() if p.grad is not None]
+    self.scaler.unscale_(self.optimizer)  # true gradients before they are averaged and clipped
+    if not (isinstance(divide_by, (int, float)) and divide_by == 1.0):
+        torch._foreach_div_([p.grad for p in params], divide_by)
+    clip = max_grad_norm if max_grad_norm > 0 else math.inf
+    norm = torch.nn.utils.clip_grad_norm_(params, clip)
+    step_loss = (loss / divide_by).detach()
+    bad = ~torch.isfinite(step_loss)
+    self.pending_checks().append((self.step, bad, step_loss))
+    self._step_unless(bad)
+    self.scaler.update()
+    self.optimizer.zero_grad(set_to_none=True)
+    self.step += 1
+    return norm
 
-    def update(self, max_grad_norm: float, divide_by: float = 1.0) -> float:
-        "Unscale, divide the summed gradients by `divide_by`, clip (<= 0: no clipping), step; the norm before clipping."
-        self.scaler.unscale_(self.optimizer)  # true gradients before they are averaged and clipped
-        if divide_by != 1.0:
-            for p in self.model.parameters():
-                if p.grad is not None:
-                    p.grad.div_(divide_by)
-        clip = max_grad_norm if max_grad_norm > 0 else math.inf
-        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), clip)
-        self.scaler.step(self.optimizer)  # fp16: skipped when the scaled gradients overflowed
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.step += 1
-        return float(norm)
+
+@patch
+def _step_unless(self: TrainLoop, bad: torch.Tensor):
+    "The optimizer step, skipped where `bad` (a bool tensor): by a fused AdamW on the device, else by asking the host."
+    opt = self.optimizer
+    if getattr(opt, "_step_supports_amp_scaling", False) and opt.defaults.get("fused") and not _scales(self.scaler):
+        opt.found_inf = bad.float()  # the fused kernel leaves weights, moments and step count alone where it is 1
+        try:
+            opt.step()
+        finally:
+            opt.found_inf = None
+    elif not bool(bad):  # 8-bit AdamW, a non-fused AdamW or fp16's loss scaler: one wait a step
+        self.scaler.step(opt)  # fp16: skipped when the scaled gradients overflowed
+
+
+def _scales(scaler) -> bool:
+    return bool(getattr(scaler, "is_enabled", lambda: False)())
+
+
+@patch
+def pending_checks(self: TrainLoop) -> list:
+    "The (step, non-finite flag, loss) of the steps since the last `settle`, still on the device."
+    if not hasattr(self, "_pending"):
+        self._pending = []
+    return self._pending
+
+
+@patch
+def settle(self: TrainLoop):
+    """Read the non-finite flags of the steps since the last call in one go (a log interval or a save: the one wait
+    for the device), and stop the run at the first such step, or, with `skip_nonfinite`, log each as skipped."""
+    pending, self._pending = self.pending_checks(), []
+    if not pending:
+        return
+    flags = torch.stack([bad for _, bad, _ in pending]).tolist()
+    for (step, _, loss), bad in zip(pending, flags):
+        if not bad:
+            continue
+        if not self.skip_nonfinite:
+            raise self.error(
+                f"loss became {float(loss)} at step {step}; that step updated nothing, and the run stopped at step "
+                f"{self.step}. The last good checkpoint is {self.ckpts.latest()}. {self.nonfinite_fix}"
+            )
+        self.events("skipped_step", step=step, loss=str(float(loss)))  # no update; the schedule moved on
 
 # %% ../../nbs/10_loop.ipynb #cdbda301
 @patch
 def save(self: TrainLoop) -> Path:
     "A numbered checkpoint (weights, optimizer, loss scaler, RNG, step and `checkpoint_extra`), then the export."
+    self.settle()  # never a checkpoint after a non-finite step the run must stop at
     state = {
         "model": self.model.state_dict(),
         "optimizer": self.optimizer.state_dict(),
@@ -177,27 +218,45 @@ def run(self: TrainLoop) -> dict:
     total = self.total_steps
     stop = total if self.max_run_steps is None else min(total, self.step + self.max_run_steps)
     bar = tqdm(total=total, initial=self.step, disable=not self.progress, desc=self.desc, dynamic_ncols=True)
-    t0, recs, ev = time.perf_counter(), [], None
+    t0, recs, ev, last = time.perf_counter(), [], None, None
     if self.resume and self.step > 0:  # a kill between a checkpoint and its export leaves an older export: redo it
         self.export()
     while self.step < stop:
-        rec = self.one_step()
-        recs.append(rec)
+        recs.append(self.one_step())  # its numbers are tensors: nothing waits for the device here
         bar.update(1)
-        bar.set_postfix(loss=f"{rec['loss']:.3f}")
         if self.step % log_every == 0 or self.step == stop:
+            self.settle()  # the non-finite steps since the last log: stop, or log them as skipped
             synchronize(self.device)  # honest timings on asynchronous devices
+            recs = host_records(recs)  # every number of these steps, read back in one go
             fields = self.train_record(recs, time.perf_counter() - t0)
             self.events("train", step=self.step, **fields, **memory_stats(self.device))
-            t0, recs = time.perf_counter(), []
+            bar.set_postfix(loss=f"{recs[-1]['loss']:.3f}")
+            last, t0, recs = recs[-1], time.perf_counter(), []
         if self.evaluates() and (self.step % eval_every == 0 or self.step == total):
             ev = self.evaluate()
             self.events(self.eval_event, step=self.step, **ev)
-            bar.write(f"step {self.step:>6} | train loss {rec['loss']:.4f} | {self.describe(ev)}")
+            loss = "" if last is None else f" | train loss {last['loss']:.4f}"
+            bar.write(f"step {self.step:>6}{loss} | {self.describe(ev)}")
         if self.step % save_every == 0 or self.step == stop:
             self.save()
     bar.close()
+    self.settle()
     done = self.step >= total
     summary = {"step": self.step, "completed": done, self.eval_event: ev}
     self.events("complete" if done else "paused", **summary)
     return summary
+
+
+def host_records(recs: list[dict]) -> list[dict]:
+    """The step records with each tensor read back (a number, or a list for a vector), all of them in one transfer."""
+    keys = [(i, k) for i, r in enumerate(recs) for k, v in r.items() if isinstance(v, torch.Tensor)]
+    if not keys:
+        return recs
+    dev = recs[keys[0][0]][keys[0][1]].device
+    flat = torch.cat([recs[i][k].detach().double().reshape(-1).to(dev) for i, k in keys]).tolist()
+    out, j = [dict(r) for r in recs], 0
+    for i, k in keys:
+        n = recs[i][k].numel()
+        out[i][k] = flat[j] if recs[i][k].dim() == 0 else flat[j : j + n]
+        j += n
+    return out

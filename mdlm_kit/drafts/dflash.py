@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from ..core.checkpoint import CheckpointError, load_model_dir, save_model_dir
 from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.config import setting
-from ..core.device import KitError, cast_weights, note_once
+from ..core.device import KitError, cast_weights, host_value, note_once
 from .targets import feature_scaled_init_, flatten_draft_config, read_draft_config, rotary_embedding
 from .targets import DraftShape, target_shape
 from .verification import Drafter, Proposal, Proposer, register_drafter
@@ -48,23 +48,25 @@ def build_target_layer_ids(num_target_layers: int, num_feature_layers: int = 5) 
 def sample_anchors(loss_mask: torch.Tensor, num_anchors: int, seeds) -> tuple[torch.Tensor, torch.Tensor]:
     """Sorted anchors (B, N) and `keep` (B, N): per row a seeded uniform subset of positions p with mask[p] = mask[p+1]
     = 1."""
-    m = loss_mask.bool().cpu()
-    cand = m[:, :-1] & m[:, 1:]
-    counts = cand.sum(1)
-    if int(counts.max()) == 0:
+    # drawn on the host, from the batch's CPU mask, with one seeded generator per row: the same anchors on every
+    # device, and no wait for one (the trainer draws them before the batch goes to the device, lesson 20)
+    m = loss_mask.bool() if loss_mask.device.type == "cpu" else loss_mask.bool().cpu()
+    rows = host_value(m[:, :-1] & m[:, 1:])  # a block may start where this token and the next are supervised
+    pos = [[p for p, c in enumerate(row) if c] for row in rows]
+    most = max((len(p) for p in pos), default=0)
+    if most == 0:
         raise DFlashError(
             "no sample in the batch has two consecutive supervised tokens, so no block can be anchored; "
             "check the loss mask (assistant turns) or drop such samples."
         )
-    width = min(num_anchors, int(counts.max()))
-    # drawn on the CPU with one seeded generator per row (the same anchors on every device), then moved
-    anchors = torch.zeros(len(m), width, dtype=torch.long, device="cpu")
-    keep = torch.zeros(len(m), width, dtype=torch.bool, device="cpu")
-    for b in range(len(m)):
-        pos = cand[b].nonzero().flatten()
+    width = min(num_anchors, most)
+    anchors = torch.zeros(len(pos), width, dtype=torch.long, device="cpu")
+    keep = torch.zeros(len(pos), width, dtype=torch.bool, device="cpu")
+    for b, p in enumerate(pos):
         g = torch.Generator().manual_seed(int(seeds[b]))
-        pick = pos[torch.randperm(len(pos), generator=g, device="cpu")[:width]].sort().values
-        anchors[b, : len(pick)], keep[b, : len(pick)] = pick, True
+        pick = sorted(p[i] for i in host_value(torch.randperm(len(p), generator=g, device="cpu")[:width]))
+        anchors[b, : len(pick)] = torch.tensor(pick, dtype=torch.long, device="cpu")
+        keep[b, : len(pick)] = True
     return anchors.to(loss_mask.device), keep.to(loss_mask.device)
 
 
@@ -486,7 +488,7 @@ def block_metrics(ce: torch.Tensor, correct: torch.Tensor, valid: torch.Tensor) 
         "pos_correct": (correct.float() * v).sum((0, 1))[1:].detach(),
         "pos_count": v.sum((0, 1))[1:].detach(),
         "pos_ce": (ce.detach() * v).sum((0, 1))[1:],
-        "tau_sum": (accepted + 1)[has].sum().detach(),
+        "tau_sum": ((accepted + 1) * has).sum().detach(),
         "n_blocks": has.sum().detach(),
     }
 
@@ -740,17 +742,21 @@ class DFlashObjective:
     def init_from_features(self, hidden):
         feature_scaled_init_(self.model.fc, hidden)
 
-    def loss(self, tables, input_ids, loss_mask, hidden, seeds, target_top1=None) -> dict:
+    def host_draws(self, loss_mask, seeds) -> dict:
+        "A batch's anchors, drawn on the host from its CPU loss mask and one seed a sample; they go with the batch."
+        anchors, keep = sample_anchors(loss_mask, self.cfg.dflash.num_anchors, seeds)
+        return {"anchors": anchors, "keep": keep}
+
+    def loss(self, tables, input_ids, loss_mask, hidden, draws, target_top1=None) -> dict:
         c = self.cfg.dflash
-        anchors, keep = sample_anchors(loss_mask, c.num_anchors, seeds)
         return dflash_forward(
             self.model,
             tables,
             input_ids,
             loss_mask,
             hidden,
-            anchors,
-            keep,
+            draws["anchors"],
+            draws["keep"],
             loss_type=c.loss_type,
             gamma=c.loss_decay_gamma or None,
             alpha=c.dpace_alpha,

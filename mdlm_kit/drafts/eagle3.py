@@ -26,8 +26,8 @@ from .verification import register_drafter, target_probs
 __all__ = ['MODEL_TYPE', 'ARCHITECTURE', 'EAGLE3', 'Eagle3Error', 'default_aux_layer_ids', 'build_vocab_mapping',
            'ttt_attention_mask', 'ttt_step_weights', 'Eagle3Config', 'Eagle3Attention', 'Eagle3Layer',
            'Eagle3DraftModel', 'shift_left', 'target_labels', 'eagle3_forward', 'draft_embed', 'walked_tau',
-           'chain_step_reference', 'Eagle3ContextCache', 'eagle3_propose', 'eagle3_tree_propose', 'Eagle3Proposer',
-           'Eagle3TreeProposer', 'Eagle3Settings', 'Eagle3Objective', 'eagle3_proposer']
+           'walk_sums', 'chain_step_reference', 'Eagle3ContextCache', 'eagle3_propose', 'eagle3_tree_propose',
+           'Eagle3Proposer', 'Eagle3TreeProposer', 'Eagle3Settings', 'Eagle3Objective', 'eagle3_proposer']
 
 # %% ../../nbs/18_eagle3.ipynb #bd7f9a97
 class Eagle3Error(KitError, ValueError):
@@ -312,9 +312,11 @@ def eagle3_forward(
     ttt_length: int | None = None,
     decay: float = 0.8,
     target_top1=None,
+    walk: bool = True,
 ) -> dict:
     """TTT loss numerator (sum over steps of 0.8^j x masked soft CE), denominator `B*S`, and per-step metrics.
-    `target_logits` and `target_top1` as in `target_labels`."""
+    `target_logits` and `target_top1` as in `target_labels`; `walk`: also walk the chains as greedy decoding would
+    (`walked_tau`, read on the host: evaluation does it, a training step does not)."""
     T = ttt_length or draft.config.ttt_length
     B, S = input_ids.shape
     p_all, in_vocab_all = target_labels(draft, target_logits, target_top1)
@@ -348,19 +350,18 @@ def eagle3_forward(
         ce_sum.append((ce * w).sum().detach())
         alive = alive * (hit + (1 - m))
         tau = tau + alive * m
-    valid = lm.bool()
-    tokens, cycles = walked_tau(tau.detach(), valid)  # what greedy decoding of this very text would measure
-    return {
+    out = {
         "numerator": num,
-        "denominator": torch.tensor(float(B * S), device=num.device),
+        "denominator": torch.full((), float(B * S), device=num.device),
         "pos_correct": torch.stack(correct).detach(),
         "pos_count": torch.stack(count).detach(),
         "pos_ce": torch.stack(ce_sum),
-        "tau_sum": tau[valid].sum().detach(),
-        "n_blocks": valid.sum().detach(),
-        "walk_tokens": torch.tensor(float(tokens), device=num.device),
-        "walk_cycles": torch.tensor(float(cycles), device=num.device),
+        "tau_sum": (tau * lm).sum().detach(),
+        "n_blocks": lm.sum().detach(),
     }
+    if walk:  # what greedy decoding of this very text would measure (a walk on the host)
+        out |= walk_sums(tau, lm)
+    return out
 
 # %% ../../nbs/18_eagle3.ipynb #0572a29b
 def draft_embed(tables, ids):
@@ -381,6 +382,14 @@ def walked_tau(tau: torch.Tensor, valid: torch.Tensor) -> tuple[int, int]:
             cycles += 1
             t += max(lengths[t], 1)
     return tokens, cycles
+
+
+def walk_sums(tau: torch.Tensor, loss_mask: torch.Tensor) -> dict:
+    "`walked_tau`'s tokens and cycles as the metric sums the trainer adds up (`walk_tokens`, `walk_cycles`)."
+    tokens, cycles = walked_tau(tau.detach(), loss_mask.bool())
+    return {
+        k: torch.full((), float(v), device=tau.device) for k, v in (("walk_tokens", tokens), ("walk_cycles", cycles))
+    }
 
 # %% ../../nbs/18_eagle3.ipynb #1067698a
 @torch.no_grad()
@@ -599,10 +608,6 @@ class Eagle3Objective:
             ec = read_draft_config(cfg.model.draft_config_path, ec)
         self.cfg, self.model = cfg, Eagle3DraftModel(ec)
 
-    @staticmethod
-    def needs_tokenizer(cfg) -> bool:
-        return False
-
     @property
     def layer_ids(
         self,
@@ -645,17 +650,34 @@ class Eagle3Objective:
             m = {"d2t": d2t, "t2d": t2d}
         self.model.set_vocab(m["d2t"], m["t2d"])
 
-    def loss(self, tables, input_ids, loss_mask, hidden, seeds, target_top1=None) -> dict:
+    def loss(self, tables, input_ids, loss_mask, hidden, draws, target_top1=None) -> dict:
         H = self.model.config.hidden_size
         last = hidden[..., 3 * H :]
         # with the target's saved top-1, only the draft vocabulary's columns of its head are needed (lesson 18)
         rows = None if target_top1 is None else self.model.draft_ids().to(last.device)
         logits = tables.logits(last, rows)
         return eagle3_forward(
-            self.model, tables, input_ids, loss_mask, hidden[..., : 3 * H], logits, target_top1=target_top1
+            self.model,
+            tables,
+            input_ids,
+            loss_mask,
+            hidden[..., : 3 * H],
+            logits,
+            target_top1=target_top1,
+            walk=not self.model.training,
         )
 
 # %% ../../nbs/18_eagle3.ipynb #ac4cbe09
+@patch(cls_method=True)
+def needs_tokenizer(cls: Eagle3Objective, cfg) -> bool:
+    return False  # no mask token to find
+
+
+@patch
+def host_draws(self: Eagle3Objective, loss_mask, seeds) -> dict:
+    return {}  # EAGLE-3 trains on every position: nothing to draw on the host
+
+
 @patch(cls_method=True)
 def check(cls: Eagle3Objective, cfg):
     "Refuse EAGLE-3's own settings in `cfg` (an EAGLE-3 run's config, lesson 20) where the trainer cannot run them."

@@ -538,6 +538,26 @@ def tiny_target(
     model = LlamaForCausalLM(LlamaConfig(**kw)) if arch == "llama" else Qwen3ForCausalLM(Qwen3Config(**kw))
     return TargetModel(model, tok, name=f"tiny-{arch}")
 
+# %% ../../nbs/14_targets.ipynb #008f28f9
+@patch
+def padded_mask(self: TargetModel, attention_mask: torch.Tensor):
+    """What `forward` should get for a right-padded batch (`attention_mask` (B, S), 1 for a token) so that transformers
+    reads nothing back: a 4D additive causal mask that also hides the padding (B, 1, S, S), which it uses as it is.
+    A target with sliding-window attention keeps the 2D mask (a 4D mask would lose its window; transformers then
+    reads the mask once a forward)."""
+    cfg = self.model.config
+    types = getattr(cfg, "layer_types", None) or []
+    windowed = any(t != "full_attention" for t in types) or (
+        not types and getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", True)
+    )
+    if windowed or getattr(cfg, "attention_chunk_size", None):
+        return attention_mask
+    S = attention_mask.shape[1]
+    dtype = next(self.model.parameters()).dtype
+    causal = torch.ones(S, S, dtype=torch.bool, device=attention_mask.device).tril()
+    allowed = causal[None, None] & attention_mask[:, None, None, :].bool()  # (B, 1, S, S)
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
+
 # %% ../../nbs/14_targets.ipynb #0133f98d
 ROW_ATTENTION_MAX = 32  # longer forwards (prompts) keep transformers' sdpa
 

@@ -8,7 +8,6 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/draft_train.html.md"""
 from __future__ import annotations
 import difflib
 import json
-import math
 from dataclasses import asdict, dataclass, field, fields, make_dataclass
 from typing import ClassVar
 from pathlib import Path
@@ -18,7 +17,7 @@ from ..core.checkpoint import CheckpointError, CheckpointManager, resume_point
 from ..core.layers import lr_schedule, make_optimizer
 from ..core.config import DEVICE_HELP, PRECISION_HELP, ConfigError, config_fields, setting
 from ..core.device import KitError, autocast, make_grad_scaler, resolve_device, resolve_precision
-from ..core.device import cast_weights, configure_backends, seed_everything
+from ..core.device import cast_weights, configure_backends, host_value, seed_everything, to_device
 from ..core.loop import EventLog, ResumeError, TrainLoop, check_resume
 from .targets import TargetModel, TargetEmbeddingsAndHead, TargetError, chat_template_from
 from .targets import digests_match
@@ -27,7 +26,7 @@ from .features import HiddenStates, FeaturesError
 from .verification import drafters
 
 # %% auto #0
-__all__ = ['SECTIONS', 'RESUME_MAY_CHANGE', 'TargetSettings', 'DataSettings', 'DrafterSettings', 'DraftTrainingSettings',
+__all__ = ['SECTIONS', 'RESUME_MAY_CHANGE', 'SUMS', 'TargetSettings', 'DataSettings', 'DrafterSettings', 'DraftTrainingSettings',
            'DraftTrainConfig', 'setting_sections', 'unknown_setting', 'DraftTrainingError', 'run_config',
            'DraftTrainer', 'collate', 'MicroBatchIndices', 'summarize']
 
@@ -279,6 +278,7 @@ class DraftTrainer(TrainLoop):
 
     error = DraftTrainingError
     nonfinite_fix = "Lower --learning-rate or check the data, or pass --skip-nonfinite to skip such steps."
+    skip_nonfinite = property(lambda self: self.cfg.training.skip_nonfinite)
 
     def __init__(
         self,
@@ -500,25 +500,30 @@ def collate(items: list[dict], pad_id: int = 0) -> dict:
 
 
 @patch
-def batch(self: DraftTrainer, data, indices, pad_id: int = 0, collated: dict | None = None):
-    """Right-padded input_ids, loss_mask, target features (computed now when online) and the target's saved top-1
-    (None when the features lack it, or online) for samples `indices` of `data`, on the device; `collated`: the
+def batch(self: DraftTrainer, data, indices, pad_id: int = 0, collated: dict | None = None, seeds=None):
+    """Right-padded input_ids, loss_mask, target features (computed now when online), the target's saved top-1
+    (None when the features lack it, or online) and the objective's draws for `seeds` (one a sample; DFlash's
+    anchors, drawn on the host: {} without seeds) for samples `indices` of `data`, on the device; `collated`: the
     same samples already through `collate` (by a DataLoader's worker)."""
     b = collated if collated is not None else collate([data[i] for i in indices], pad_id)
-    b = {k: v.to(self.device, non_blocking=True) for k, v in b.items()}  # one copy each; async when pinned
+    draws = {} if seeds is None else self.objective.host_draws(b["loss_mask"], seeds)  # from the CPU batch: no wait
+    padded = host_value(b["attention_mask"].eq(0).any())  # read on the host: is there padding to hide?
+    b = {k: to_device(v, self.device) for k, v in b.items()}  # one copy each, queued (pinned on CUDA)
+    draws = {k: to_device(v, self.device) for k, v in draws.items()}
     ids, lm, att = b["input_ids"], b["loss_mask"], b["attention_mask"]
     if "hidden_states" in b:
         hid = b["hidden_states"].float()  # upcast on the device
     else:
         with autocast(self.precision):  # the target's forward under the drafter's autocast policy
-            hid = self.target(ids, att, layer_ids=self.objective.layer_ids, return_logits=False).hidden_states.float()
-    return ids, lm, hid, b.get("target_top1")
+            mask = self.target.padded_mask(att) if padded else None  # a mask transformers need not read (lesson 14)
+            hid = self.target(ids, mask, layer_ids=self.objective.layer_ids, return_logits=False).hidden_states.float()
+    return ids, lm, hid, b.get("target_top1"), draws
 
 
 @patch
 def _order(self: DraftTrainer, epoch: int):
     g = torch.Generator().manual_seed(self.cfg.training.seed * 1_000_003 + epoch)
-    return torch.randperm(len(self.train_set), generator=g, device="cpu").tolist()
+    return host_value(torch.randperm(len(self.train_set), generator=g, device="cpu"))  # indices: on the host
 
 
 @patch
@@ -571,7 +576,7 @@ def next_micro_batch(self: DraftTrainer, m: int):
         self._batches, self._next_m = self.micro_batches(m), m
     collated = next(self._batches)
     self._next_m += 1
-    return self.batch(self.train_set, None, collated=collated)
+    return self.batch(self.train_set, None, collated=collated, seeds=self.micro_batch(m)[1])
 
 # %% ../../nbs/20_draft_train.ipynb #ea024ae0
 @patch
@@ -584,19 +589,17 @@ def train_step(self: DraftTrainer) -> dict:
     agg = {}
 
     def micro_loss(a):  # the objective's numerator; the step's loss divides it by the summed denominators
-        m = self.step * A + a
-        ids, lm, hid, top1 = self.next_micro_batch(m)
-        seeds = self.micro_batch(m)[1]
+        ids, lm, hid, top1, draws = self.next_micro_batch(self.step * A + a)
         with autocast(self.precision):
-            out = self.objective.loss(self.tables, ids, lm, hid, seeds, top1)
+            out = self.objective.loss(self.tables, ids, lm, hid, draws, top1)
         _collect(agg, out)
-        return out["numerator"], float(out["denominator"])
+        return out["numerator"], out["denominator"]
 
-    num, den = self.accumulate(A, micro_loss)
-    if not math.isfinite(num) or den <= 0:
-        return self.skip_or_stop(f"{num}/{den}", lr, t.skip_nonfinite)
-    gn = self.update(t.max_grad_norm, divide_by=den)  # the loss of the whole step: sum of numerators / sum of den
-    return {"loss": num / den, "lr": lr, "grad_norm": gn, **summarize(agg, self.objective.name)}
+    num, den = self.accumulate(A, micro_loss)  # tensors, on the device
+    # the loss of the whole step: sum of numerators / sum of denominators; a non-finite one updates nothing
+    gn = self.update(t.max_grad_norm, num, divide_by=den)
+    sums = {SUMS + k: v for k, v in agg.items()}  # summarised at the log interval (`train_record`)
+    return {"loss": num / den, "lr": lr, "grad_norm": gn, **sums}
 
 
 @patch
@@ -611,17 +614,24 @@ def evaluate(self: DraftTrainer, max_samples: int = 256) -> dict | None:
     n = min(len(self.eval_set), max_samples)
     for i in range(0, n, self.cfg.training.batch_size):
         idx = list(range(i, min(i + self.cfg.training.batch_size, n)))
-        ids, lm, hid, top1 = self.batch(self.eval_set, idx)
+        ids, lm, hid, top1, draws = self.batch(self.eval_set, idx, seeds=[10_007 + j for j in idx])
         with autocast(self.precision):
-            out = self.objective.loss(self.tables, ids, lm, hid, [10_007 + j for j in idx], top1)
+            out = self.objective.loss(self.tables, ids, lm, hid, draws, top1)
         _collect(agg, out)
         num, den = num + out["numerator"].item(), den + float(out["denominator"])
     return {"loss": num / max(den, 1e-12), **summarize(agg, self.objective.name)}
 
 
+SUMS = "sum:"  # a step record's metric sums, by the name `summarize` reads
+
+
 @patch
 def train_record(self: DraftTrainer, recs: list[dict], seconds: float) -> dict:
-    return {"sec": round(seconds, 2), **recs[-1]}
+    "The last step's loss, learning rate and norm, and its metrics summarised (read back already, by the loop)."
+    last = recs[-1]
+    agg = {k[len(SUMS) :]: torch.tensor(v, device="cpu") for k, v in last.items() if k.startswith(SUMS)}
+    plain = {k: v for k, v in last.items() if not k.startswith(SUMS)}
+    return {"sec": round(seconds, 2), **plain, **summarize(agg, self.objective.name)}
 
 
 @patch
@@ -715,7 +725,7 @@ def _collect(agg: dict, out: dict):
     "Add one micro-batch's metric sums (all but the loss parts) to `agg`."
     for k, v in out.items():
         if k not in ("numerator", "denominator"):
-            agg[k] = agg.get(k, 0) + v.detach().cpu()
+            agg[k] = agg.get(k, 0) + v.detach()  # on the device: read back at the log interval
 
 
 class _FeatureView:

@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 import torch
 from ..core.config import ConfigError
-from .diffusion import _per_unit, elbo_bound, elbo_terms, mask_counts, sample_times, text_batches
+from ..core.device import host_value, to_device
+from .diffusion import _per_unit, elbo_bound, elbo_terms, gather_positions, mask_counts, masked_positions
+from .diffusion import sample_times, text_batches
 from .model import PrefixCache
 from .sampling import SampleStep, _ancestral_step, _check_request, _confidence_step, transfer_schedule
 from .train import ObjectiveHooks, register_objective
@@ -47,11 +49,18 @@ def block_layout(L: int, block: int, radius: int = 1, device=None) -> BlockLayou
     return BlockLayout(torch.cat([i, i]), mask, torch.stack(taps))
 
 # %% ../../nbs/13_block_diffusion.ipynb #a82e2a18
-def block_logits(model, z: torch.Tensor, x: torch.Tensor, block: int, predict_mask: torch.Tensor | None = None):
-    "Logits for the noised copy `z` (B, L) given the clean `x` (B, L): (B, L, V), or (N, V) at `predict_mask`."
+def block_logits(
+    model, z: torch.Tensor, x: torch.Tensor, block: int, predict_mask: torch.Tensor | None = None, two_copies=False
+):
+    """Logits for the noised copy `z` (B, L) given the clean `x` (B, L): (B, L, V), or (N, V) at `predict_mask` (a
+    (B, L) mask; with `two_copies`, flat indices into the model's (B, 2L) input already)."""
     B, L = x.shape
+    if L > model.config.max_seq_len:
+        raise ConfigError(f"sequence of {L} tokens exceeds model.max_seq_len={model.config.max_seq_len}.")
     lay = block_layout(L, block, model.config.local_mixing, x.device)
-    pick = None if predict_mask is None else torch.cat([predict_mask, torch.zeros_like(predict_mask)], 1)
+    pick = predict_mask
+    if predict_mask is not None and not two_copies:
+        pick = torch.cat([predict_mask, torch.zeros_like(predict_mask)], 1)
     out = model(torch.cat([z, x], 1), pick, lay.attn_mask, positions=lay.positions, neighbours=lay.neighbours)
     return out if pick is not None else out[:, :L]
 
@@ -59,19 +68,20 @@ def block_logits(model, z: torch.Tensor, x: torch.Tensor, block: int, predict_ma
 def block_corrupt(x, t, block: int, mask_id: int, generator=None, exact: bool = True):
     "Mask each block of `x` (B, L) at its time `t` (B, L/block): exactly ceil(t b) of its tokens, or each with prob. t."
     B, L = x.shape
-    r = torch.rand(B, L // block, block, generator=generator, device="cpu").to(x.device)
+    r = to_device(torch.rand(B, L // block, block, generator=generator, device="cpu"), x.device)
     if exact:  # the ceil(t b) smallest draws of each block: a uniformly random subset of that size
-        masked = r.argsort(-1).argsort(-1) < mask_counts(t.reshape(-1), block).to(x.device).view(B, -1, 1)
+        masked = r.argsort(-1).argsort(-1) < to_device(mask_counts(t.reshape(-1), block), x.device).view(B, -1, 1)
     else:
-        masked = r < t.to(x.device)[..., None]
+        masked = r < to_device(t, x.device)[..., None]
     masked = masked.reshape(B, L)
     return torch.where(masked, torch.full_like(x, mask_id), x), masked
 
 
 def block_diffusion_loss(
-    model, x, t, block: int, mask_id: int, n_tokens=None, generator=None, masked=None, exact: bool = True
+    model, x, t, block: int, mask_id: int, n_tokens=None, generator=None, masked=None, exact: bool = True, n_masked=None
 ) -> dict:
-    "The block-diffusion bound's loss on `x` (B, L) at block times `t` (B, L/block), as `diffusion_loss` returns it."
+    """The block-diffusion bound's loss on `x` (B, L) at block times `t` (B, L/block), as `diffusion_loss` returns it;
+    given `n_masked` (known on the host), the masked positions are gathered without a wait."""
     B, L = x.shape
     if L % block:
         raise ConfigError(f"a sequence of {L} tokens is not a whole number of blocks of {block}.")
@@ -79,17 +89,22 @@ def block_diffusion_loss(
         z, masked = block_corrupt(x, t, block, mask_id, generator, exact)
     else:
         z = torch.where(masked, torch.full_like(x, mask_id), x)
-    logits = block_logits(model, z, x, block, masked)
-    targets = x[masked]
+    if n_masked is None:
+        pick = model_pick = masked
+    else:  # the same positions by flat index: in (B, L), and in the model's two copies (B, 2L)
+        pick = masked_positions(masked, n_masked)
+        model_pick = masked_positions(torch.cat([masked, torch.zeros_like(masked)], 1), n_masked)
+    logits = block_logits(model, z, x, block, model_pick, two_copies=n_masked is not None)
+    targets = gather_positions(x, pick)
     # exact counts: m/b plays the part of t, so each block's weighted sum is b x its mean masked cross-entropy
     t_eff = mask_counts(t.reshape(-1), block).float().view(B, -1) / block if exact else t
-    t_pos = t_eff.to(x.device).repeat_interleave(block, 1)[masked]
+    t_pos = gather_positions(to_device(t_eff, x.device).repeat_interleave(block, 1), pick)
     terms = elbo_terms(logits, targets, t_pos)
     return {
         "loss": terms.sum() / (n_tokens or x.numel()),
         "nll_sum": terms.detach().sum(),
-        "n_masked": int(masked.sum()),
-        "n_correct": int((logits.detach().argmax(-1) == targets).sum()),
+        "n_masked": masked.sum(),
+        "n_correct": (logits.detach().argmax(-1) == targets).sum(),
         "n_tokens": x.numel(),
     }
 
@@ -119,7 +134,10 @@ def _train_loss(model, x, g, cfg, n_tokens, rows=slice(None)):
     t = sample_times(B * (L // block), tc.sampling_eps, tc.antithetic_sampling, generator=g).view(B, -1)
     exact = tc.masking == "exact"
     _, masked = block_corrupt(x, t, block, mask_id, g, exact)
-    return block_diffusion_loss(model, x[rows], t[rows], block, mask_id, n_tokens, masked=masked[rows], exact=exact)
+    n = host_value(mask_counts(t[rows].reshape(-1), block).sum()) if exact else None  # t is on the host: no wait
+    return block_diffusion_loss(
+        model, x[rows], t[rows], block, mask_id, n_tokens, masked=masked[rows], exact=exact, n_masked=n
+    )
 
 
 def _bound(model, batches, n_levels=8, eps=1e-3, seed=0, autocast_ctx=None, cfg=None):

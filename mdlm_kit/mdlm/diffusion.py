@@ -9,11 +9,13 @@ from __future__ import annotations
 import math
 import torch
 import torch.nn.functional as F
+from ..core.device import to_device
 from ..text.data import DataError
 
 # %% auto #0
-__all__ = ['sample_times', 'corrupt', 'mask_counts', 'elbo_weight', 'elbo_terms', 'diffusion_loss', 'eval_times', 'elbo_bound',
-           'text_batches', 'text_elbo', 'ar_inputs', 'ar_loss', 'ar_nll', 'text_ar_nll']
+__all__ = ['sample_times', 'corrupt', 'mask_counts', 'masked_positions', 'gather_positions', 'elbo_weight', 'elbo_terms',
+           'diffusion_loss', 'eval_times', 'elbo_bound', 'text_batches', 'text_elbo', 'ar_inputs', 'ar_loss', 'ar_nll',
+           'text_ar_nll']
 
 # %% ../../nbs/07_diffusion.ipynb #4dc57e7d
 def sample_times(
@@ -33,18 +35,30 @@ def corrupt(
     x: torch.Tensor, t: torch.Tensor, mask_id: int, generator: torch.Generator | None = None, exact: bool = False
 ):
     "Mask `x` (B, T): each token with probability t[b], or (`exact`) exactly ceil(t[b] T) tokens; noisy tokens, mask."
-    r = torch.rand(x.shape, generator=generator, device="cpu").to(x.device)
+    # drawn on the host (the same masks on every device) and sent without a wait (`to_device`, lesson 02)
+    r = to_device(torch.rand(x.shape, generator=generator, device="cpu"), x.device)
     if exact:  # the ceil(t T) positions with the smallest draws: a uniformly random subset of that size
-        k = mask_counts(t, x.shape[1]).to(x.device)
+        k = to_device(mask_counts(t, x.shape[1]), x.device)
         masked = r.argsort(dim=1).argsort(dim=1) < k[:, None]
     else:
-        masked = r < t.to(x.device)[:, None]
+        masked = r < to_device(t, x.device)[:, None]
     return torch.where(masked, torch.full_like(x, mask_id), x), masked
 
 
 def mask_counts(t: torch.Tensor, T: int) -> torch.Tensor:
     "How many of T tokens `exact` masking hides at times `t`: ceil(t T), at least 1."
     return (t.double() * T).ceil().clamp(1, T).long()
+
+
+def masked_positions(masked: torch.Tensor, n: int) -> torch.Tensor:
+    """The row-major flat indices (n,) of the n True entries of `masked` (B, T). Unlike `masked.nonzero()` it does not
+    wait for the device: the caller knows n (exact masking hides ceil(t T) tokens a row, and t is drawn on the host)."""
+    return torch.argsort((~masked).flatten().to(torch.uint8), stable=True)[:n]
+
+
+def gather_positions(v: torch.Tensor, pick: torch.Tensor) -> torch.Tensor:
+    "The entries of `v` (B, T, ...) at `pick`: a boolean mask (B, T) or flat row-major indices (N,); (N, ...)."
+    return v[pick] if pick.dtype == torch.bool else v.flatten(0, 1).index_select(0, pick)
 
 # %% ../../nbs/07_diffusion.ipynb #a6f053d5
 def elbo_weight(t: torch.Tensor) -> torch.Tensor:
@@ -67,24 +81,27 @@ def diffusion_loss(
     generator: torch.Generator | None = None,
     masked: torch.Tensor | None = None,
     exact: bool = False,
+    n_masked: int | None = None,
 ) -> dict:
-    "Corrupt `x` at times `t`, predict the masked tokens, and return the 1/t-weighted loss over `n_tokens` and stats."
+    """Corrupt `x` at times `t`, predict the masked tokens, and return the 1/t-weighted loss over `n_tokens` and stats
+    (counts as tensors). Given `n_masked` (known on the host), the masked positions are gathered without a wait."""
     if masked is None:
         z, masked = corrupt(x, t, mask_id, generator, exact)
     else:
         z = torch.where(masked, torch.full_like(x, mask_id), x)
     n_tokens = n_tokens or x.numel()
-    logits = model(z, predict_mask=masked)
-    targets = x[masked]
+    pick = masked if n_masked is None else masked_positions(masked, n_masked)
+    logits = model(z, predict_mask=pick)
+    targets = gather_positions(x, pick)
     # exact counts: k/T plays the part of t, so each row's weighted sum is T x its mean masked cross-entropy
     t_eff = mask_counts(t, x.shape[1]).float() / x.shape[1] if exact else t
-    t_pos = t_eff.to(x.device)[:, None].expand_as(x)[masked]
+    t_pos = gather_positions(to_device(t_eff, x.device)[:, None].expand_as(x), pick)
     terms = elbo_terms(logits, targets, t_pos)
     return {
         "loss": terms.sum() / n_tokens,
         "nll_sum": terms.detach().sum(),
-        "n_masked": int(masked.sum()),
-        "n_correct": int((logits.detach().argmax(-1) == targets).sum()),
+        "n_masked": masked.sum(),
+        "n_correct": (logits.detach().argmax(-1) == targets).sum(),
         "n_tokens": x.numel(),
     }
 
@@ -114,8 +131,8 @@ def elbo_bound(
             with autocast_ctx or contextlib.nullcontext():
                 out = loss(model, x, tt, g)
             total += out["nll_sum"].item()
-            n_masked += out["n_masked"]
-            n_correct += out["n_correct"]
+            n_masked += int(out["n_masked"])
+            n_correct += int(out["n_correct"])
         n_tok += x.numel()
     model.train(was_training)
     nats = total / (n_tok * n_levels)
@@ -200,7 +217,7 @@ def ar_loss(model, x: torch.Tensor, bos_id: int, n_tokens: int | None = None) ->
         "loss": terms.sum() / (n_tokens or x.numel()),
         "nll_sum": terms.detach().sum(),
         "n_masked": x.numel(),
-        "n_correct": int((logits.detach().argmax(-1) == x).sum()),
+        "n_correct": (logits.detach().argmax(-1) == x).sum(),
         "n_tokens": x.numel(),
     }
 
@@ -217,7 +234,7 @@ def ar_nll(model, batches, bos_id: int, autocast_ctx=None) -> dict:
         with autocast_ctx or contextlib.nullcontext():
             out = ar_loss(model, x, bos_id)
         total += out["nll_sum"].item()
-        n_correct += out["n_correct"]
+        n_correct += int(out["n_correct"])
         n_tok += x.numel()
     model.train(was_training)
     nats = total / n_tok

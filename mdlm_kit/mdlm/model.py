@@ -16,6 +16,7 @@ from torch.utils.checkpoint import checkpoint
 from ..core.checkpoint import load_model_dir, save_model_dir, CheckpointError
 from ..core.config import ConfigError, ModelConfig, to_dict, _fill
 from ..core.layers import GatedMLP, RMSNorm, apply_rope, rope_tables
+from .diffusion import gather_positions
 
 # %% auto #0
 __all__ = ['MODEL_TYPE', 'Attention', 'LocalMix', 'Block', 'PrefixCache', 'DiffusionTransformer']
@@ -164,6 +165,8 @@ class DiffusionTransformer(nn.Module):
         cos, sin = rope_tables(cfg.max_seq_len, cfg.d_model // cfg.n_head, cfg.rope_theta)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
+        # the row SUBS blanks, as a tensor that moves with the model (a new one each call would be a copy to the GPU)
+        self.register_buffer("mask_index", torch.tensor([cfg.mask_token_id], device="cpu"), persistent=False)
         self.apply(self._init)
         for name, p in self.named_parameters():  # GPT-2: scale residual projections by depth
             if name.endswith("attn.proj.weight") or name.endswith("mlp.down_proj.weight"):
@@ -200,7 +203,8 @@ def hidden_states(
     to whom (`attn_mask`) and the mixing taps (`neighbours`); `cache` is a finished prefix (`PrefixCache`) that
     these tokens follow."""
     T, start = input_ids.shape[1], 0 if cache is None else cache.length
-    end = start + T if positions is None else int(positions.max()) + 1
+    # given positions, their layout's builder checks them against max_seq_len (reading their largest would wait)
+    end = start + T if positions is None else 0
     if end > self.config.max_seq_len:
         raise ConfigError(f"sequence of {end} tokens exceeds model.max_seq_len={self.config.max_seq_len}.")
     if positions is None:
@@ -232,14 +236,15 @@ def forward(
     neighbours=None,
     cache=None,
 ):
-    "Logits (B, T, V), or (N, V) at the N positions where `predict_mask` (B, T) is True, row-major."
+    """Logits (B, T, V), or (N, V) at the N positions `predict_mask` selects: True in a (B, T) mask, row-major, or
+    flat row-major indices (N,) (`masked_positions`, lesson 07: no wait for the device)."""
     h = self.hidden_states(input_ids, attn_mask, causal, positions, neighbours, cache)
     if predict_mask is not None:
-        h = h[predict_mask]
+        h = gather_positions(h, predict_mask)
     w = self.embed.weight if self.lm_head is None else self.lm_head.weight
     logits = F.linear(h, w, self.head_bias)
     # SUBS: the denoiser never predicts [MASK]
-    return logits.index_fill(-1, torch.tensor([self.config.mask_token_id], device=logits.device), float("-inf"))
+    return logits.index_fill(-1, self.mask_index, float("-inf"))
 
 # %% ../../nbs/09_model.ipynb #5fb13d53
 def _model_save_pretrained(self, directory, tokenizer=None, dtype=torch.bfloat16, extra_config: dict | None = None):

@@ -30,11 +30,13 @@ from mdlm_kit.core.device import (
     resolve_precision,
     sdpa_context,
     seed_everything,
+    to_device,
 )
 from ..core.layers import lr_schedule, make_optimizer
 from ..core.loop import EventLog, TrainLoop, check_resume
+from ..core.device import host_value
 from ..text.data import DataError, DeterministicBatchSampler, PackedData, prepare_data
-from .diffusion import ar_loss, ar_nll, corrupt, diffusion_loss, elbo_bound, sample_times
+from .diffusion import ar_loss, ar_nll, corrupt, diffusion_loss, elbo_bound, mask_counts, sample_times
 from .model import DiffusionTransformer
 
 # %% auto #0
@@ -187,6 +189,7 @@ class Trainer(TrainLoop):
     nonfinite_fix = (
         "Lower training.learning_rate, check the data, or set training.skip_nonfinite = true to skip such steps."
     )
+    skip_nonfinite = property(lambda self: self.cfg.training.skip_nonfinite)
 
     def __init__(
         self,
@@ -317,8 +320,17 @@ def _loss(self: Trainer, x, t, n_tokens: int, g, rows=slice(None)) -> dict:
         return objective_hooks(self.cfg.training.objective).loss(self.step_model, x, g, self.cfg, n_tokens, rows)
     exact = self.cfg.training.masking == "exact"
     _, masked = corrupt(x, t, self.cfg.model.mask_token_id, g, exact)
+    # exact masking hides ceil(t T) tokens a row, and t is on the host: the count is known without a wait
+    n = host_value(mask_counts(t[rows], x.shape[1]).sum()) if exact else None
     return diffusion_loss(
-        self.step_model, x[rows], t[rows], self.cfg.model.mask_token_id, n_tokens, masked=masked[rows], exact=exact
+        self.step_model,
+        x[rows],
+        t[rows],
+        self.cfg.model.mask_token_id,
+        n_tokens,
+        masked=masked[rows],
+        exact=exact,
+        n_masked=n,
     )
 
 
@@ -336,18 +348,18 @@ def train_step(self: Trainer) -> dict:
     self.model.train()
 
     def micro_loss(a):  # divided by this process's B * A * T tokens; the processes' gradients are then averaged
-        x = self.data.batch("train", self.sampler.indices(self.step * A + a)).to(dev, non_blocking=True)
+        x = to_device(self.data.batch("train", self.sampler.indices(self.step * A + a)), dev)
         with autocast(self.precision), sdpa_context(dev, self.cfg.forbid_math_sdpa):
             out = self._loss(x, t[a * G : (a + 1) * G], B * A * T, g, rows)
         for k in counts:
-            counts[k] += out[k]
+            counts[k] = counts[k] + out[k]  # tensors: summed on the device
         return out["loss"], 0.0
 
     loss, _ = self.accumulate(A, micro_loss)
-    if not math.isfinite(loss):
-        return self.skip_or_stop(str(loss), lr, tc.skip_nonfinite)
-    gn = self.update(tc.max_grad_norm)
-    return {"loss": loss, "lr": lr, "grad_norm": gn, "masked_acc": counts["n_correct"] / max(counts["n_masked"], 1)}
+    gn = self.update(tc.max_grad_norm, loss)  # a non-finite loss updates nothing (`settle` deals with it at the log)
+    n = counts["n_masked"]
+    acc = counts["n_correct"] / (n.clamp_min(1) if isinstance(n, torch.Tensor) else max(n, 1))
+    return {"loss": loss, "lr": lr, "grad_norm": gn, "masked_acc": acc}
 
 # %% ../../nbs/11_train.ipynb #6ba0c486
 @patch

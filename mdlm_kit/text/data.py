@@ -13,7 +13,7 @@ import torch
 from fastcore.basics import patch
 from ..core.checkpoint import atomic_write, atomic_write_text
 from ..core.config import DataConfig
-from ..core.device import KitError
+from ..core.device import KitError, host_value
 from mdlm_kit.text.tokenizer import (
     TokenizerError,
     ensure_special_tokens,
@@ -393,20 +393,21 @@ class DeterministicBatchSampler:
         if n <= 0:
             raise DataError("no training blocks to sample from.")
         self.n, self.batch_size, self.seed = n, batch_size, seed
-        self._perms: dict[int, torch.Tensor] = {}
+        self._perms: dict[int, list[int]] = {}
 
-    def _perm(self, epoch: int) -> torch.Tensor:
+    def _perm(self, epoch: int) -> list[int]:
         if epoch not in self._perms:
             if len(self._perms) > 2:
                 self._perms.pop(min(self._perms))
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            self._perms[epoch] = torch.randperm(self.n, generator=g, device="cpu")  # indices: the data lives on the CPU
+            # indices: the data lives on the CPU, so they are read on the host (no device is waited for)
+            self._perms[epoch] = host_value(torch.randperm(self.n, generator=g, device="cpu"))
         return self._perms[epoch]
 
     def indices(self, micro_step: int) -> list[int]:
         "Block indices of micro-batch `micro_step`."
         pos = range(micro_step * self.batch_size, (micro_step + 1) * self.batch_size)
-        return [int(self._perm(p // self.n)[p % self.n]) for p in pos]
+        return [self._perm(p // self.n)[p % self.n] for p in pos]
 
     def epoch(self, micro_step: int) -> float:
         return micro_step * self.batch_size / self.n
