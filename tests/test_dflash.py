@@ -364,3 +364,69 @@ def test_a_drafter_owned_mask_row_is_saved_with_a_note_naming_the_fix(tmp_path, 
     assert DFlashDraftModel.from_pretrained(tmp_path / "a").mask_embedding is not None
     DFlashDraftModel(DFlashConfig(target_layer_ids=[0], vocab_size=10, mask_token_id=3)).save_pretrained(tmp_path / "c")
     assert "mask row" not in capsys.readouterr().err  # a row of the target's own: nothing to say
+
+
+def _flex_compiles(monkeypatch, lengths, n_anchors: int) -> int:
+    "Compilations (Dynamo frames) of DFlash's compiled flex path over batches of these lengths, forward only."
+    from torch._dynamo.testing import CompileCounter
+    import mdlm_kit.drafts.dflash as dflash
+    from mdlm_kit.drafts.dflash import DFlashDraftModel, dflash_forward
+    from mdlm_kit.drafts.targets import TargetEmbeddingsAndHead
+
+    counter = CompileCounter()  # counts what Dynamo compiles, then runs it eagerly (no kernel compilation)
+    monkeypatch.setattr(dflash, "FLEX_COMPILED_ON", {"cpu"})
+    monkeypatch.setattr(dflash, "FLEX_COMPILE_BACKEND", counter)
+    monkeypatch.setattr(dflash, "_FLEX", {})
+    torch._dynamo.reset()
+    tgt = tiny_target("qwen3", num_layers=6)
+    torch.manual_seed(0)
+    cfg = DFlashConfig.from_target(tgt.config, mask_token_id=5, block_size=4, num_feature_layers=2)
+    draft, tables = DFlashDraftModel(cfg), TargetEmbeddingsAndHead(torch.randn(tgt.config.vocab_size, cfg.hidden_size))
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for i, S in enumerate(lengths):
+            ids = torch.randint(6, tgt.config.vocab_size, (2, S), generator=g, device="cpu")
+            lm = (torch.rand(2, S, generator=g, device="cpu") < 0.7).long()
+            lm[:, :2] = 1  # at least one anchor
+            hid = torch.randn(2, S, 2 * cfg.hidden_size, generator=g, device="cpu")
+            anchors, keep = sample_anchors(lm, 8, [i, i + 1])
+            out = dflash_forward(
+                draft, tables, ids, lm, hid, anchors, keep, backend="flex_attention", n_anchors=n_anchors
+            )
+            assert torch.isfinite(out["numerator"])
+    return counter.frame_count
+
+
+def test_compiled_flex_attention_compiles_once_per_length_bucket(monkeypatch):
+    """Issue 44: over 50 batches of mixed lengths (and anchor counts), the compiled attention and block mask compile
+    once per length bucket, not once per batch (where Dynamo's recompile limit would drop them to the dense path)."""
+    from mdlm_kit.drafts.dflash import bucket_length
+
+    lengths = [int(x) for x in torch.randint(6, 300, (50,), generator=torch.Generator().manual_seed(1))]
+    buckets = {bucket_length(S) for S in lengths}
+    assert buckets == {128, 256, 512}
+    assert _flex_compiles(monkeypatch, lengths, n_anchors=8) <= 2 * len(buckets)  # attention + mask, per bucket
+    assert _flex_compiles(monkeypatch, lengths[:6], n_anchors=0) > 2 * len(buckets)  # unpadded: a shape a batch
+
+
+def test_padding_to_a_bucket_changes_no_loss(tiny):
+    "The padded batch (a longer sequence, dropped blocks) gives the loss and metrics of the batch as it is."
+    from mdlm_kit.drafts.dflash import DFlashDraftModel, dflash_forward, pad_to_buckets
+    from mdlm_kit.drafts.targets import TargetEmbeddingsAndHead
+
+    tgt = tiny_target("qwen3", num_layers=6)
+    torch.manual_seed(0)
+    cfg = DFlashConfig.from_target(tgt.config, mask_token_id=5, block_size=4, num_feature_layers=2)
+    draft, tables = DFlashDraftModel(cfg), TargetEmbeddingsAndHead(torch.randn(tgt.config.vocab_size, cfg.hidden_size))
+    ids = torch.randint(6, tgt.config.vocab_size, (2, 37), device="cpu")
+    lm = torch.ones(2, 37, dtype=torch.long, device="cpu")
+    hid = torch.randn(2, 37, 2 * cfg.hidden_size, device="cpu")
+    anchors, keep = sample_anchors(lm, 5, [1, 2])
+    padded = pad_to_buckets(ids, lm, hid, anchors, keep, 9)
+    assert [tuple(t.shape) for t in padded] == [(2, 128), (2, 128), (2, 128, 2 * cfg.hidden_size), (2, 9), (2, 9)]
+    with torch.no_grad():
+        a = dflash_forward(draft, tables, ids, lm, hid, anchors, keep, backend="sdpa")
+        b = dflash_forward(draft, tables, *padded, backend="sdpa")
+    assert float(a["numerator"]) == pytest.approx(float(b["numerator"]), rel=1e-5)
+    assert float(a["denominator"]) == float(b["denominator"])
+    assert torch.allclose(a["pos_correct"], b["pos_correct"]) and float(a["n_blocks"]) == float(b["n_blocks"])

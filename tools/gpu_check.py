@@ -134,6 +134,7 @@ def check_mdlm(a, work):
             "tokens_per_s": tr[-1]["tokens_per_sec"],
             "final_loss": tr[-1]["loss"],
             "peak_memory": {k: v for k, v in tr[-1].items() if "mem" in k},
+            "compiled_graphs": [x.get("compiled_graphs", 0) for x in tr],  # growing from log to log: recompiles
         }
     e, c = events(work / "mdlm-eager", "train"), events(work / "mdlm-compiled", "train")
     out["compiled_over_eager"] = round(out["compiled"]["tokens_per_s"] / out["eager"]["tokens_per_s"], 3)
@@ -236,6 +237,18 @@ def make_target(a, work) -> str:
     return str(work / "target")
 
 
+def train_figures(run: Path) -> dict:
+    """A drafter run's logged losses, and its speed, peak memory and compiled graphs at the last log (after the
+    warm-up): compiled graphs that keep growing from log to log are recompilations."""
+    tr = events(run, "train")
+    return {
+        "losses": [round(e["loss"], 4) for e in tr],
+        "tokens_per_s": tr[-1].get("tokens_per_sec"),
+        "peak_memory": {k: v for k, v in tr[-1].items() if "mem" in k},
+        "compiled_graphs": [e.get("compiled_graphs", 0) for e in tr],
+    }
+
+
 def check_drafters(a, work):
     target, chat = make_target(a, work), work / "chat.jsonl"
     n = 16 if a.quick else 256
@@ -301,10 +314,7 @@ def check_drafters(a, work):
         run = work / f"dflash-{b}"
         t0 = time.perf_counter()
         sh([*CLI, "train-dflash", *common, *dflash, "--attention-backend", b, "--output-dir", run])
-        out[f"dflash_{b}"] = {
-            "wall_s": round(time.perf_counter() - t0, 1),
-            "losses": [round(e["loss"], 4) for e in events(run, "train")],
-        }
+        out[f"dflash_{b}"] = {"wall_s": round(time.perf_counter() - t0, 1), **train_figures(run)}
     la, lb = (out[f"dflash_{b}"]["losses"] for b in backends)
     out["dflash_backends_max_rel_diff"] = round(max(abs(x - y) / abs(x) for x, y in zip(la, lb)), 4)
     out["dflash_backends_first_rel_diff"] = round(abs(la[0] - lb[0]) / abs(la[0]), 5)
@@ -313,10 +323,7 @@ def check_drafters(a, work):
     run = work / "eagle3"
     t0 = time.perf_counter()
     sh([*CLI, "train-eagle3", *common, "--max-length", 128 if a.quick else 1024, "--output-dir", run])
-    out["eagle3"] = {
-        "wall_s": round(time.perf_counter() - t0, 1),
-        "losses": [round(e["loss"], 4) for e in events(run, "train")],
-    }
+    out["eagle3"] = {"wall_s": round(time.perf_counter() - t0, 1), **train_figures(run)}
     a.target, a.drafts = target, {"dflash": work / f"dflash-{backends[0]}" / "draft", "eagle3": run / "draft"}
     return out
 

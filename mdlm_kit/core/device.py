@@ -19,7 +19,7 @@ __all__ = ['DEVICE_CHOICES', 'CPU_PATHS', 'KEY_FLAGS', 'EXAMPLE_CPUS', 'PRECISIO
            'note_once', 'Precision', 'canonical_precision', 'resolve_precision', 'inference_precision', 'draft_dtype',
            'cast_weights', 'autocast', 'make_grad_scaler', 'configure_backends', 'sdpa_context', 'seed_everything',
            'get_rng_state', 'set_rng_state', 'preserved_rng', 'device_summary', 'machine_summary', 'memory_stats',
-           'launched_world_size', 'synchronize', 'DeviceAudit', 'HostSyncs', 'host_value', 'to_device']
+           'compile_stats', 'launched_world_size', 'synchronize', 'DeviceAudit', 'HostSyncs', 'host_value', 'to_device']
 
 # %% ../../nbs/02_device.ipynb #fc3df06d
 class KitError(Exception):
@@ -483,6 +483,15 @@ def memory_stats(device: torch.device) -> dict:
         return {"max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
     except Exception:
         return {}
+
+
+def compile_stats() -> dict:
+    """How many graphs `torch.compile` has made in this process so far (nothing when it made none). Logged with each
+    train event: a count that keeps growing is a recompilation a step."""
+    from torch._dynamo.utils import counters
+
+    n = counters["stats"]["unique_graphs"]
+    return {"compiled_graphs": n} if n else {}
 
 
 def launched_world_size() -> int:

@@ -13,7 +13,7 @@ import torch
 from fastcore.basics import patch
 from .checkpoint import CheckpointError, append_jsonl, atomic_write_text, read_events, trim_events
 from .config import ConfigError, config_mismatches
-from .device import KitError, get_rng_state, memory_stats, set_rng_state, synchronize
+from .device import KitError, compile_stats, get_rng_state, memory_stats, set_rng_state, synchronize
 
 # %% auto #0
 __all__ = ['ResumeError', 'check_resume', 'EventLog', 'TrainLoop', 'host_records']
@@ -229,7 +229,7 @@ def run(self: TrainLoop) -> dict:
             synchronize(self.device)  # honest timings on asynchronous devices
             recs = host_records(recs)  # every number of these steps, read back in one go
             fields = self.train_record(recs, time.perf_counter() - t0)
-            self.events("train", step=self.step, **fields, **memory_stats(self.device))
+            self.events("train", step=self.step, **fields, **memory_stats(self.device), **compile_stats())
             bar.set_postfix(loss=f"{recs[-1]['loss']:.3f}")
             last, t0, recs = recs[-1], time.perf_counter(), []
         if self.evaluates() and (self.step % eval_every == 0 or self.step == total):

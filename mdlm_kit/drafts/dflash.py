@@ -21,12 +21,13 @@ from .targets import DraftShape, target_shape
 from .verification import Drafter, Proposal, Proposer, register_drafter
 
 # %% auto #0
-__all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ARCHITECTURE', 'LEGACY_MODEL_TYPE', 'ATTENTION_BACKENDS', 'DFLASH', 'DFlashError',
-           'build_target_layer_ids', 'sample_anchors', 'dflash_blocks', 'dflash_mask_mod', 'dflash_attention_mask',
-           'dflash_position_weights', 'DFlashConfig', 'BlockStructure', 'DFlashAttention', 'DFlashLayer',
-           'DFlashDraftModel', 'reference_config', 'is_dflash_config', 'block_metrics', 'token_cross_entropy',
-           'dflash_forward', 'draft_block', 'DFlashContextCache', 'DFlashProposer', 'DFlashSettings',
-           'resolve_mask_token_id', 'DFlashObjective', 'dflash_proposer']
+__all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ARCHITECTURE', 'LEGACY_MODEL_TYPE', 'ATTENTION_BACKENDS', 'FLEX_COMPILED_ON',
+           'FLEX_COMPILE_BACKEND', 'DFLASH', 'DFlashError', 'build_target_layer_ids', 'sample_anchors', 'dflash_blocks',
+           'dflash_mask_mod', 'dflash_attention_mask', 'dflash_position_weights', 'DFlashConfig', 'BlockStructure',
+           'flex_kernels', 'bucket_length', 'pad_to_buckets', 'DFlashAttention', 'DFlashLayer', 'DFlashDraftModel',
+           'reference_config', 'is_dflash_config', 'block_metrics', 'token_cross_entropy', 'dflash_forward',
+           'draft_block', 'DFlashContextCache', 'DFlashProposer', 'DFlashSettings', 'resolve_mask_token_id',
+           'DFlashObjective', 'dflash_proposer']
 
 # %% ../../nbs/17_dflash.ipynb #c680a109
 class DFlashError(KitError, ValueError):
@@ -261,23 +262,50 @@ def _attend_structured(q, k, v, st: BlockStructure):
 
 # %% ../../nbs/17_dflash.ipynb #fd776f0f
 _FLEX = {}
+FLEX_COMPILED_ON = {"cuda"}  # where flex_attention and its block mask run compiled (elsewhere: the reference path)
+FLEX_COMPILE_BACKEND = "inductor"  # torch.compile's backend for them (a test counts compilations with its own)
 
 
-def _flex_attention(device_type: str = "cuda"):
-    """flex_attention, compiled once for CUDA (uncompiled it is PyTorch's reference path, which materialises every
-    score). On a CPU or MPS the reference path is used: there the compiled kernel cannot train, and on a CPU it gave
-    NaN rows at random in inference (torch 2.13)."""
-    if "fn" not in _FLEX:
+def flex_kernels(device_type: str = "cuda") -> tuple:
+    """(flex_attention, create_block_mask), each compiled once with static shapes on CUDA: one compilation per shape
+    bucket (`pad_to_buckets`), and the mask built by compiled code, never as a dense matrix. On a CPU or MPS the
+    reference path is used: there the compiled kernel cannot train, and on a CPU it gave NaN rows at random in
+    inference (torch 2.13)."""
+    if "ref" not in _FLEX:
         try:
-            from torch.nn.attention.flex_attention import flex_attention
+            from torch.nn.attention.flex_attention import create_block_mask, flex_attention
         except ImportError:
             raise DFlashError(
                 f"attention_backend 'flex_attention' needs torch >= 2.5 (this is {torch.__version__}); "
                 "use 'sdpa' or 'structured'."
             ) from None
-        _FLEX["ref"] = flex_attention
-        _FLEX["fn"] = torch.compile(flex_attention, dynamic=False)
-    return _FLEX["fn"] if device_type == "cuda" else _FLEX["ref"]
+        _FLEX["ref"] = (flex_attention, create_block_mask)
+    if device_type not in FLEX_COMPILED_ON:
+        return _FLEX["ref"]
+    if "compiled" not in _FLEX:
+        kw = dict(dynamic=False, backend=FLEX_COMPILE_BACKEND)
+        _FLEX["compiled"] = tuple(torch.compile(f, **kw) for f in _FLEX["ref"])
+    return _FLEX["compiled"]
+
+
+def bucket_length(n: int, smallest: int = 128) -> int:
+    "The length a sequence of `n` is padded to for compiled attention: the next power of two, at least `smallest`."
+    return max(smallest, 1 << (n - 1).bit_length())
+
+
+def pad_to_buckets(input_ids, loss_mask, target_hidden, anchors, keep, n_anchors: int):
+    """A batch for compiled attention, in a shape it has seen: the sequence padded to its `bucket_length` (token 0, no
+    loss, zero features) and the anchors to `n_anchors` (dropped blocks, `keep` False). Padding changes no loss: no
+    block attends past its anchor, and dropped blocks are never scored."""
+    S, N = input_ids.shape[1], anchors.shape[1]
+    dS, dN = bucket_length(S) - S, max(n_anchors - N, 0)
+    return (
+        F.pad(input_ids, (0, dS)),
+        F.pad(loss_mask, (0, dS)),
+        F.pad(target_hidden, (0, 0, 0, dS)),
+        F.pad(anchors, (0, dN)),
+        F.pad(keep, (0, dN)),
+    )
 
 
 def _attend(q, k, v, mask, backend: str):
@@ -288,7 +316,7 @@ def _attend(q, k, v, mask, backend: str):
     if (
         backend == "flex_attention"
     ):  # one dtype for all three: under autocast q, k leave the fp32 RMSNorm, v a bf16 matmul
-        flex = _flex_attention(q.device.type)
+        flex = flex_kernels(q.device.type)[0]
         return flex(q.to(v.dtype), k.to(v.dtype), v, block_mask=mask)  # empty rows come out as 0
     any_key = mask.any(-1, keepdim=True)  # (B, Q, 1)
     safe = (mask | ~any_key)[:, None]  # an empty row attends everywhere, then is zeroed
@@ -532,21 +560,24 @@ def dflash_forward(
     alpha: float = 0.5,
     backend: str | None = None,
     chunk_rows: int = 0,
+    n_anchors: int = 0,
 ) -> dict:
     """Loss numerator/denominator and block metrics for all anchored blocks of a batch; the vocabulary's logits
-    `chunk_rows` block slots at a time (`token_cross_entropy`; 0: as many as fit in 2^26 logits)."""
+    `chunk_rows` block slots at a time (`token_cross_entropy`; 0: as many as fit in 2^26 logits). With flex_attention
+    and `n_anchors`, the batch is first padded to its compile bucket (`pad_to_buckets`)."""
     cfg = draft.config
     bs = cfg.block_size
     backend = backend or cfg.attention_backend
+    if backend == "flex_attention" and n_anchors:
+        input_ids, loss_mask, target_hidden, anchors, keep = pad_to_buckets(
+            input_ids, loss_mask, target_hidden, anchors, keep, n_anchors
+        )
     B, S = input_ids.shape
     N = anchors.shape[1]
     blk = dflash_blocks(input_ids, loss_mask, anchors, keep, bs, cfg.mask_token_id)
-    if backend == "flex_attention":
-        from torch.nn.attention.flex_attention import create_block_mask
-
-        mask = create_block_mask(
-            dflash_mask_mod(anchors, keep, S, bs), B, None, N * bs, S + N * bs, device=input_ids.device
-        )
+    if backend == "flex_attention":  # built by compiled code on CUDA: one compilation per bucket
+        create = flex_kernels(input_ids.device.type)[1]
+        mask = create(dflash_mask_mod(anchors, keep, S, bs), B, None, N * bs, S + N * bs, device=input_ids.device)
     elif backend == "structured":
         mask = BlockStructure(anchors, keep, S, bs)
     else:
@@ -761,6 +792,7 @@ class DFlashObjective:
             gamma=c.loss_decay_gamma or None,
             alpha=c.dpace_alpha,
             chunk_rows=c.loss_chunk_rows,
+            n_anchors=c.num_anchors,
         )
 
 # %% ../../nbs/17_dflash.ipynb #2e35995e

@@ -576,6 +576,7 @@ def next_micro_batch(self: DraftTrainer, m: int):
         self._batches, self._next_m = self.micro_batches(m), m
     collated = next(self._batches)
     self._next_m += 1
+    self.tokens_seen = getattr(self, "tokens_seen", 0) + host_value(collated["attention_mask"].sum())  # on the host
     return self.batch(self.train_set, None, collated=collated, seeds=self.micro_batch(m)[1])
 
 # %% ../../nbs/20_draft_train.ipynb #ea024ae0
@@ -631,7 +632,9 @@ def train_record(self: DraftTrainer, recs: list[dict], seconds: float) -> dict:
     last = recs[-1]
     agg = {k[len(SUMS) :]: torch.tensor(v, device="cpu") for k, v in last.items() if k.startswith(SUMS)}
     plain = {k: v for k, v in last.items() if not k.startswith(SUMS)}
-    return {"sec": round(seconds, 2), **plain, **summarize(agg, self.objective.name)}
+    tokens, self.tokens_seen = getattr(self, "tokens_seen", 0), 0  # the tokens since the last record
+    speed = {"tokens_per_sec": round(tokens / seconds, 1)} if seconds > 0 else {}
+    return {"sec": round(seconds, 2), **speed, **plain, **summarize(agg, self.objective.name)}
 
 
 @patch
