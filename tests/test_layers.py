@@ -16,22 +16,27 @@ def module_name(path: Path, pkg: Path = PKG) -> str:
 
 def imports(path: Path, pkg: Path = PKG) -> set[str]:
     "Package modules (`layer.module`) that `path` imports, lazy imports inside functions included."
-    here = module_name(path, pkg).split(".")
+    here, pkg_dir = module_name(path, pkg).split("."), pkg
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             if node.level:  # relative: `.x` is a sibling, `..core.x` a module of another layer
                 base = here[: len(here) - node.level]
-                out.add(".".join(base + (node.module or "").split(".")))
+                if node.module:
+                    out.add(".".join(base + node.module.split(".")))
+                else:  # `from . import x`: the names are modules of that package
+                    out |= {".".join(base + [a.name]) for a in node.names}
             elif (node.module or "").startswith("mdlm_kit."):
-                out.add(node.module.removeprefix("mdlm_kit."))
+                pkg = node.module.removeprefix("mdlm_kit.")
+                as_modules = {f"{pkg}.{a.name}" for a in node.names} & set(modules(pkg_dir))
+                out |= as_modules or {pkg}  # `from mdlm_kit.mdlm import model`: the module itself
         elif isinstance(node, ast.Import):
             out |= {a.name.removeprefix("mdlm_kit.") for a in node.names if a.name.startswith("mdlm_kit.")}
     return out
 
 
-def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in sorted(PKG.rglob("*.py")) if not p.name.startswith("_")}
+def modules(pkg: Path = PKG) -> dict[str, Path]:
+    return {module_name(p, pkg): p for p in sorted(pkg.rglob("*.py")) if not p.name.startswith("_")}
 
 
 def test_every_module_lives_in_a_layer():

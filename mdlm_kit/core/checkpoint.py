@@ -17,7 +17,7 @@ from .device import KitError
 __all__ = ['TRAINING_STATE_FORMAT', 'CheckpointError', 'atomic_write', 'atomic_write_text', 'atomic_torch_save',
            'safe_torch_load', 'CheckpointManager', 'resume_point', 'read_events', 'trim_events', 'append_jsonl',
            'repair_jsonl', 'weights_dtype', 'exchange_paths', 'clean_model_dir_leftovers', 'save_model_dir',
-           'load_model_dir']
+           'load_model_dir', 'standalone_source']
 
 # %% ../../nbs/04_checkpoint.ipynb #f008cfb8
 class CheckpointError(KitError, RuntimeError):
@@ -334,3 +334,27 @@ def load_model_dir(directory: str | Path) -> tuple[dict[str, torch.Tensor], dict
             f"Re-export it from a training checkpoint."
         ) from None
     return tensors, config
+
+# %% ../../nbs/04_checkpoint.ipynb #3cf900bb
+def standalone_source(objects, preamble: str, epilogue: str = "") -> str:
+    """One Python file of the source of `objects` (functions and classes, in order) between `preamble` (its imports)
+    and `epilogue`. A method added with fastcore's `@patch` loses that decorator and is attached to its class after its
+    definition, so the file needs neither fastcore nor the kit."""
+    import inspect
+    import textwrap
+
+    parts = [preamble.strip()]
+    for obj in objects:
+        src = textwrap.dedent(inspect.getsource(obj))
+        lines = [ln for ln in src.splitlines() if not ln.startswith(("@patch", "@fastcore"))]
+        parts.append("\n".join(lines))
+        owner, _, name = obj.__qualname__.rpartition(".")
+        if owner and not inspect.isclass(obj):  # a patched method: its qualname is Class.name
+            attach = (
+                f"{owner}.{name} = classmethod({name})"
+                if "@patch(cls_method=True)" in src
+                else f"{owner}.{name} = {name}"
+            )
+            parts.append(attach)
+    parts.append(epilogue.strip())
+    return "\n\n\n".join(p for p in parts if p) + "\n"

@@ -12,7 +12,8 @@ from typing import NamedTuple
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from ..core.checkpoint import CheckpointError, load_model_dir, save_model_dir
+from pathlib import Path
+from ..core.checkpoint import CheckpointError, load_model_dir, save_model_dir, standalone_source
 from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.config import setting
 from ..core.device import KitError, cast_weights, host_value, note_once
@@ -22,12 +23,12 @@ from .verification import Drafter, Proposal, Proposer, register_drafter
 
 # %% auto #0
 __all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ARCHITECTURE', 'LEGACY_MODEL_TYPE', 'ATTENTION_BACKENDS', 'FLEX_COMPILED_ON',
-           'FLEX_COMPILE_BACKEND', 'DFLASH', 'DFlashError', 'build_target_layer_ids', 'sample_anchors', 'dflash_blocks',
-           'dflash_mask_mod', 'dflash_attention_mask', 'dflash_position_weights', 'DFlashConfig', 'BlockStructure',
-           'flex_kernels', 'bucket_length', 'pad_to_buckets', 'DFlashAttention', 'DFlashLayer', 'DFlashDraftModel',
-           'reference_config', 'is_dflash_config', 'block_metrics', 'token_cross_entropy', 'dflash_forward',
-           'draft_block', 'DFlashContextCache', 'DFlashProposer', 'DFlashSettings', 'resolve_mask_token_id',
-           'DFlashObjective', 'dflash_proposer']
+           'FLEX_COMPILE_BACKEND', 'REMOTE_CODE', 'AUTO_MAP', 'DFLASH', 'DFlashError', 'build_target_layer_ids',
+           'sample_anchors', 'dflash_blocks', 'dflash_mask_mod', 'dflash_attention_mask', 'dflash_position_weights',
+           'DFlashConfig', 'BlockStructure', 'flex_kernels', 'bucket_length', 'pad_to_buckets', 'DFlashAttention',
+           'DFlashLayer', 'DFlashDraftModel', 'remote_code_source', 'reference_config', 'is_dflash_config',
+           'block_metrics', 'token_cross_entropy', 'dflash_forward', 'draft_block', 'DFlashContextCache',
+           'DFlashProposer', 'DFlashSettings', 'resolve_mask_token_id', 'DFlashObjective', 'dflash_proposer']
 
 # %% ../../nbs/17_dflash.ipynb #c680a109
 class DFlashError(KitError, ValueError):
@@ -461,7 +462,89 @@ def save_pretrained(self: DFlashDraftModel, directory, dtype=None):
             "DFlash reference code and SGLang look the mask up in the target's embedding and cannot load it. For "
             "them, train with --mask-token-id set to a token of the vocabulary that the data never uses."
         )
-    return save_model_dir(directory, sd, reference_config(self.config), dtype=dtype)
+    config = {**reference_config(self.config), "auto_map": AUTO_MAP}  # transformers loads the file written here
+    extra = lambda d: (Path(d) / REMOTE_CODE).write_text(remote_code_source())  # noqa: E731
+    return save_model_dir(directory, sd, config, extra=extra, dtype=dtype)
+
+# %% ../../nbs/17_dflash.ipynb #703f7d78
+REMOTE_CODE = "modeling_dflash.py"  # the drafter's code beside its weights, for transformers' AutoModel
+AUTO_MAP = {"AutoModel": "modeling_dflash.DFlashForTransformers"}  # the config itself stays transformers' Qwen3Config
+_WRAPPER = '''
+class DFlashForTransformers(PreTrainedModel):
+    """The kit's DFlash drafter as a transformers model (the config a Qwen3Config with DFlash's fields): the same
+    modules and weight names, the same hidden states."""
+
+    config_class = Qwen3Config
+    _no_split_modules = ["DFlashLayer"]
+
+    def __init__(self, config):
+        super().__init__(config)
+        flat = flatten_draft_config(config.to_dict())
+        known = {k: v for k, v in flat.items() if k in DFlashConfig.__dataclass_fields__}
+        core = DFlashDraftModel(DFlashConfig(**known))
+        for name, module in core.named_children():
+            setattr(self, name, module)
+        self.mask_embedding, self.dflash_config = core.mask_embedding, core.config
+        self.post_init()
+
+    def _init_weights(self, module):  # the weights come from the checkpoint
+        pass
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        "transformers builds the model on `meta`, then loads the checkpoint; RoPE's table, not saved, is made here."
+        model = super().from_pretrained(*args, **kwargs)
+        model.rotary = rotary_embedding(model.dflash_config).to(model.fc.weight.device)
+        return model
+
+    fuse = DFlashDraftModel.fuse
+
+    def forward(self, noise_embedding, target_hidden, position_ids, attention_mask=None, backend="sdpa"):
+        """Hidden states (B, Q, H) of the block slots, from their embeddings (B, Q, H: the target's embedding of the
+        block's tokens and masks), the target's features `(B, S, K*H)` and positions (B, S+Q). `attention_mask`: bool
+        (B, Q, S+Q), where a slot may attend (`dflash_attention_mask` for many blocks); None: one block at the end,
+        every slot attends to the whole context and the block."""
+        B, Q = noise_embedding.shape[:2]
+        if attention_mask is None:
+            S = target_hidden.shape[1]
+            attention_mask = torch.ones(B, Q, S + Q, dtype=torch.bool, device=noise_embedding.device)
+        return DFlashDraftModel.forward(self, noise_embedding, target_hidden, position_ids, attention_mask, backend)
+'''
+
+
+def remote_code_source() -> str:
+    "The modelling file of a saved DFlash drafter: the source of its code here (lessons 08, 14, 17) and a wrapper."
+    # the exported module: `inspect` reads its file (a notebook's cells have none)
+    from mdlm_kit.drafts import dflash as df
+
+    preamble = "\n".join(
+        [
+            '"""A DFlash drafter trained by mdlm_kit, for transformers\' AutoModel (trust_remote_code).',
+            'Written by mdlm_kit from its own source when it saved the drafter: it needs torch and transformers."""',
+            "from __future__ import annotations",
+            "from dataclasses import dataclass, field",
+            "from typing import NamedTuple",
+            "import torch",
+            "import torch.nn as nn",
+            "import torch.nn.functional as F",
+            "from transformers import PreTrainedModel, Qwen3Config",
+            "",
+            "",
+            "class DFlashError(ValueError):",
+            '    "A setting the drafter cannot run with."',
+            "",
+            "",
+            "FewRowsLinear = nn.Linear  # the kit's CPU kernel for a few rows computes the same product (to rounding)",
+            f"ATTENTION_BACKENDS = {df.ATTENTION_BACKENDS!r}",
+            f"FLEX_COMPILED_ON = {df.FLEX_COMPILED_ON!r}",
+            f"FLEX_COMPILE_BACKEND = {df.FLEX_COMPILE_BACKEND!r}",
+            "_FLEX = {}",
+        ]
+    )
+    shared = [RMSNorm, apply_rope, GatedMLP, flatten_draft_config, rotary_embedding, DraftShape]
+    own = [df.DFlashConfig, df.BlockStructure, df._attend_structured, df.flex_kernels, df._attend, df.dflash_mask_mod]
+    own += [df.dflash_attention_mask, df.DFlashAttention, df.DFlashLayer, df.DFlashDraftModel]
+    return standalone_source(shared + own, preamble, _WRAPPER)
 
 # %% ../../nbs/17_dflash.ipynb #7d103f8d
 def reference_config(c: DFlashConfig) -> dict:

@@ -13,13 +13,15 @@ from fastcore.basics import patch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
-from ..core.checkpoint import load_model_dir, save_model_dir, CheckpointError
+from pathlib import Path
+from ..core.checkpoint import load_model_dir, save_model_dir, standalone_source, CheckpointError
 from ..core.config import ConfigError, ModelConfig, to_dict, _fill
 from ..core.layers import GatedMLP, RMSNorm, apply_rope, rope_tables
 from .diffusion import gather_positions
 
 # %% auto #0
-__all__ = ['MODEL_TYPE', 'Attention', 'LocalMix', 'Block', 'PrefixCache', 'DiffusionTransformer']
+__all__ = ['MODEL_TYPE', 'REMOTE_CODE', 'AUTO_MAP', 'Attention', 'LocalMix', 'Block', 'PrefixCache', 'DiffusionTransformer',
+           'remote_code_source']
 
 # %% ../../nbs/09_model.ipynb #2f99beb6
 class Attention(nn.Module):
@@ -246,6 +248,88 @@ def forward(
     # SUBS: the denoiser never predicts [MASK]
     return logits.index_fill(-1, self.mask_index, float("-inf"))
 
+# %% ../../nbs/09_model.ipynb #4a0d93bf
+REMOTE_CODE = "modeling_mdlm_kit.py"  # the model's code beside its weights, for transformers' Auto classes
+AUTO_MAP = {
+    "AutoConfig": "modeling_mdlm_kit.MDLMKitConfig",
+    "AutoModelForMaskedLM": "modeling_mdlm_kit.MDLMKitForMaskedLM",
+}
+_PREAMBLE = '''"""An mdlm_kit diffusion model for transformers' Auto classes (trust_remote_code).
+Written by mdlm_kit from its own source when it saved the model: torch and transformers are all it needs."""
+
+from __future__ import annotations
+import math
+from functools import partial
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+from transformers import PretrainedConfig, PreTrainedModel
+from transformers.modeling_outputs import MaskedLMOutput
+
+
+class ConfigError(ValueError):
+    "A setting the model cannot run with."
+
+
+FewRowsLinear = nn.Linear  # the kit's CPU kernel for a few rows computes the same product (to rounding)
+'''
+_WRAPPER = '''
+class MDLMKitConfig(PretrainedConfig):
+    model_type = "mdlm_kit_diffusion"
+
+
+class MDLMKitForMaskedLM(PreTrainedModel):
+    "The kit's DiffusionTransformer as a transformers model: the same modules and weight names, the same logits."
+
+    config_class = MDLMKitConfig
+    _no_split_modules = ["Block"]
+
+    def __init__(self, config):
+        super().__init__(config)
+        core = DiffusionTransformer(config)  # the config holds the kit's ModelConfig fields
+        for name, module in core.named_children():
+            setattr(self, name, module)
+        for name, value in vars(core).items():  # the parts a config leaves out (a tied head: lm_head is None)
+            if value is None:
+                setattr(self, name, None)
+        self.head_bias = core.head_bias
+        for name, buf in core.named_buffers(recurse=False):
+            self.register_buffer(name, buf, persistent=False)
+        self.post_init()
+
+    def _init_weights(self, module):  # the weights come from the checkpoint
+        pass
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        "transformers builds the model on `meta`, then loads the checkpoint; the tables it does not hold are made here."
+        model = super().from_pretrained(*args, **kwargs)
+        c, dev = model.config, model.embed.weight.device
+        cos, sin = rope_tables(c.max_seq_len, c.d_model // c.n_head, c.rope_theta, device=dev)
+        model.rope_cos, model.rope_sin = cos, sin
+        model.mask_index = torch.tensor([c.mask_token_id], device=dev)
+        return model
+
+    hidden_states = DiffusionTransformer.hidden_states
+
+    def forward(self, input_ids, attention_mask=None, predict_mask=None, **kwargs):
+        """Logits (B, T, V) at every position, or (N, V) at `predict_mask`; the mask token's are -inf. Every position
+        attends to every other: `attention_mask` is not used."""
+        return MaskedLMOutput(logits=DiffusionTransformer.forward(self, input_ids, predict_mask))
+'''
+
+# %% ../../nbs/09_model.ipynb #786a029d
+def remote_code_source() -> str:
+    "The modelling file of a saved diffusion model: the source of its code (lessons 07-09) and a wrapper."
+    # the exported module: `inspect` reads its file (a notebook's cells have none)
+    from mdlm_kit.mdlm import model as mm
+
+    T = mm.DiffusionTransformer
+    shared = [RMSNorm, rope_tables, apply_rope, GatedMLP, gather_positions]
+    own = [mm.Attention, mm.LocalMix, mm.Block, T, T._init, T.hidden_states, T.forward]
+    return standalone_source(shared + own, _PREAMBLE, _WRAPPER)
+
 # %% ../../nbs/09_model.ipynb #5fb13d53
 def _model_save_pretrained(self, directory, tokenizer=None, dtype=torch.bfloat16, extra_config: dict | None = None):
     "Save weights (safetensors), config.json and optionally the tokenizer into `directory`, atomically."
@@ -255,14 +339,20 @@ def _model_save_pretrained(self, directory, tokenizer=None, dtype=torch.bfloat16
         **to_dict(self.config),
         **(extra_config or {}),
     }
+    config["ffn_dim"] = self.config.ffn_dim  # the MLP width the rule gives (the file below reads it as a field)
+    config["auto_map"] = AUTO_MAP  # transformers' Auto classes, with trust_remote_code, load the file written below
     if tokenizer is not None:
         from mdlm_kit.text.tokenizer import tokenizer_sha256
 
         config["tokenizer_sha256"] = tokenizer_sha256(tokenizer)
+
+    def extra(d):
+        (Path(d) / REMOTE_CODE).write_text(remote_code_source())
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(d))
+
     sd = {k: v for k, v in self.state_dict().items()}
-    return save_model_dir(
-        directory, sd, config, extra=(lambda d: tokenizer.save_pretrained(str(d))) if tokenizer else None, dtype=dtype
-    )
+    return save_model_dir(directory, sd, config, extra=extra, dtype=dtype)
 
 
 def _model_from_pretrained(cls, directory, device="cpu", dtype=torch.float32):
@@ -281,7 +371,7 @@ def _model_from_pretrained(cls, directory, device="cpu", dtype=torch.float32):
         raise CheckpointError(
             f"{str(directory)!r} does not match its config.json (missing {missing[:3]}, unexpected {unexpected[:3]})."
         )
-    model.extra_config = {k: v for k, v in config.items() if k not in known}
+    model.extra_config = {k: v for k, v in config.items() if k not in known and k not in ("auto_map", "ffn_dim")}
     return model.to(device=device).eval()
 
 
