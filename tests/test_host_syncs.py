@@ -79,3 +79,18 @@ def test_a_nonfinite_drafter_step_is_skipped_on_the_device(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(before, tr.model.parameters()))
     tr.settle()
     assert [e["step"] for e in tr.events.read("skipped_step")] == [1]
+
+
+def test_a_run_saved_with_an_unfused_adamw_resumes(tmp_path, tiny_config):
+    """A checkpoint from before the fused AdamW (its groups say `fused: None`) resumes: the loaded groups decide, so
+    that optimizer skips a non-finite step by asking the host instead of failing on `found_inf`."""
+    from mdlm_kit.mdlm.train import Trainer
+
+    cfg = apply_overrides(load_config(tiny_config), ["training.max_steps=4", "training.save_interval=2"])
+    old = Trainer(cfg, tmp_path / "r", max_run_steps=2, progress=False, log=lambda *a: None)
+    groups = [{"params": g["params"], "weight_decay": g["weight_decay"]} for g in old.optimizer.param_groups]
+    old.optimizer = torch.optim.AdamW(groups, lr=1e-3)  # the same groups, not fused
+    old.run()
+    new = Trainer(cfg, tmp_path / "r", resume=True, progress=False, log=lambda *a: None)
+    assert not new.optimizer.param_groups[0]["fused"]
+    assert new.run()["completed"] and new.step == 4

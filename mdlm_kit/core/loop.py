@@ -121,7 +121,9 @@ def update(self: TrainLoop, max_grad_norm: float, loss: torch.Tensor, divide_by=
 def _step_unless(self: TrainLoop, bad: torch.Tensor):
     "The optimizer step, skipped where `bad` (a bool tensor): by a fused AdamW on the device, else by asking the host."
     opt = self.optimizer
-    if getattr(opt, "_step_supports_amp_scaling", False) and opt.defaults.get("fused") and not _scales(self.scaler):
+    # the groups' own flag: a resumed optimizer takes its groups from the checkpoint (one saved unfused stays unfused)
+    fused = all(g.get("fused") for g in opt.param_groups)
+    if getattr(opt, "_step_supports_amp_scaling", False) and fused and not _scales(self.scaler):
         opt.found_inf = bad.float()  # the fused kernel leaves weights, moments and step count alone where it is 1
         try:
             opt.step()
