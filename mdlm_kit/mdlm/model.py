@@ -174,13 +174,11 @@ class DiffusionTransformer(nn.Module):
             if name.endswith("attn.proj.weight") or name.endswith("mlp.down_proj.weight"):
                 nn.init.normal_(p, std=cfg.init_std / math.sqrt(2 * cfg.n_layer))
 
+    def _init(self, m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=self.config.init_std)
+
 # %% ../../nbs/09_model.ipynb #f74d1b56
-@patch
-def _init(self: DiffusionTransformer, m):
-    if isinstance(m, (nn.Linear, nn.Embedding)):
-        nn.init.normal_(m.weight, std=self.config.init_std)
-
-
 @patch
 def num_params(self: DiffusionTransformer) -> int:
     return sum(p.numel() for p in self.parameters())
@@ -327,7 +325,7 @@ def remote_code_source() -> str:
 
     T = mm.DiffusionTransformer
     shared = [RMSNorm, rope_tables, apply_rope, GatedMLP, gather_positions]
-    own = [mm.Attention, mm.LocalMix, mm.Block, T, T._init, T.hidden_states, T.forward]
+    own = [mm.Attention, mm.LocalMix, mm.Block, T, T.hidden_states, T.forward]
     return standalone_source(shared + own, _PREAMBLE, _WRAPPER)
 
 # %% ../../nbs/09_model.ipynb #5fb13d53
