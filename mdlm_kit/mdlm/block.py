@@ -155,10 +155,10 @@ register_objective(
 def text_block_bound(model, tokenizer, text: str, n_levels: int = 16, batch_size: int = 16, autocast_ctx=None) -> dict:
     """The block-diffusion bound of `text` under a bd3lm `model` (`mdlm-kit eval --text`): nats and bits per token,
     bits per character, over windows of the model's context; the tokens after the last whole block are left out."""
-    ids, batches = text_batches(model, tokenizer, text, batch_size)
     block = getattr(model, "extra_config", {}).get("block_length")
-    if not block:
+    if not block:  # before any work: refused on the model alone
         raise ConfigError("text_block_bound scores a model trained with training.objective = 'bd3lm'.")
+    ids, batches = text_batches(model, tokenizer, text, batch_size)
     whole = batches[-1].shape[1] // block * block  # a short last window, cut to whole blocks
     batches = batches[:-1] + ([batches[-1][:, :whole]] if whole else [])
     if not batches:
