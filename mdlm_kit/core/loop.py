@@ -255,7 +255,7 @@ def host_records(recs: list[dict]) -> list[dict]:
     if not keys:
         return recs
     dev = recs[keys[0][0]][keys[0][1]].device
-    flat = torch.cat([recs[i][k].detach().double().reshape(-1).to(dev) for i, k in keys]).tolist()
+    flat = torch.cat([recs[i][k].detach().float().reshape(-1).to(dev) for i, k in keys]).tolist()  # MPS has no fp64
     out, j = [dict(r) for r in recs], 0
     for i, k in keys:
         n = recs[i][k].numel()
