@@ -17,7 +17,7 @@ from .device import KitError
 __all__ = ['TRAINING_STATE_FORMAT', 'CheckpointError', 'atomic_write', 'atomic_write_text', 'atomic_torch_save',
            'safe_torch_load', 'CheckpointManager', 'resume_point', 'read_events', 'trim_events', 'append_jsonl',
            'repair_jsonl', 'weights_dtype', 'exchange_paths', 'clean_model_dir_leftovers', 'save_model_dir',
-           'load_model_dir', 'standalone_source']
+           'load_model_dir', 'standalone_source', 'adopt_modules']
 
 # %% ../../nbs/04_checkpoint.ipynb #f008cfb8
 class CheckpointError(KitError, RuntimeError):
@@ -358,3 +358,18 @@ def standalone_source(objects, preamble: str, epilogue: str = "") -> str:
             parts.append(attach)
     parts.append(epilogue.strip())
     return "\n\n\n".join(p for p in parts if p) + "\n"
+
+# %% ../../nbs/04_checkpoint.ipynb #9f923c42
+def adopt_modules(wrapper, core):
+    """Give `wrapper` (a transformers model) the modules, parameters and buffers of the kit's model `core` under the
+    same names, so that the checkpoint's weight names fit it; the parts `core`'s config leaves out (a tied head) are
+    None on it too. The modelling files of lessons 09 and 17 call it."""
+    for name, module in core.named_children():
+        setattr(wrapper, name, module)
+    for name, p in core.named_parameters(recurse=False):
+        setattr(wrapper, name, p)
+    for name, buf in core.named_buffers(recurse=False):
+        wrapper.register_buffer(name, buf, persistent=name not in core._non_persistent_buffers_set)
+    for name, value in vars(core).items():
+        if value is None:
+            setattr(wrapper, name, None)

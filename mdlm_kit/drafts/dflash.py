@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from pathlib import Path
-from ..core.checkpoint import CheckpointError, load_model_dir, save_model_dir, standalone_source
+from ..core.checkpoint import CheckpointError, adopt_modules, load_model_dir, save_model_dir, standalone_source
 from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.config import setting
 from ..core.device import KitError, cast_weights, host_value, note_once
@@ -482,9 +482,8 @@ class DFlashForTransformers(PreTrainedModel):
         flat = flatten_draft_config(config.to_dict())
         known = {k: v for k, v in flat.items() if k in DFlashConfig.__dataclass_fields__}
         core = DFlashDraftModel(DFlashConfig(**known))
-        for name, module in core.named_children():
-            setattr(self, name, module)
-        self.mask_embedding, self.dflash_config = core.mask_embedding, core.config
+        adopt_modules(self, core)
+        self.dflash_config = core.config
         self.post_init()
 
     def _init_weights(self, module):  # the weights come from the checkpoint
@@ -541,7 +540,7 @@ def remote_code_source() -> str:
             "_FLEX = {}",
         ]
     )
-    shared = [RMSNorm, apply_rope, GatedMLP, flatten_draft_config, rotary_embedding, DraftShape]
+    shared = [adopt_modules, RMSNorm, apply_rope, GatedMLP, flatten_draft_config, rotary_embedding, DraftShape]
     own = [df.DFlashConfig, df.BlockStructure, df._attend_structured, df.flex_kernels, df._attend, df.dflash_mask_mod]
     own += [df.dflash_attention_mask, df.DFlashAttention, df.DFlashLayer, df.DFlashDraftModel]
     return standalone_source(shared + own, preamble, _WRAPPER)

@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from pathlib import Path
-from ..core.checkpoint import load_model_dir, save_model_dir, standalone_source, CheckpointError
+from ..core.checkpoint import adopt_modules, load_model_dir, save_model_dir, standalone_source, CheckpointError
 from ..core.config import ConfigError, ModelConfig, to_dict, _fill
 from ..core.layers import GatedMLP, RMSNorm, apply_rope, rope_tables
 from .diffusion import gather_positions
@@ -285,15 +285,7 @@ class MDLMKitForMaskedLM(PreTrainedModel):
 
     def __init__(self, config):
         super().__init__(config)
-        core = DiffusionTransformer(config)  # the config holds the kit's ModelConfig fields
-        for name, module in core.named_children():
-            setattr(self, name, module)
-        for name, value in vars(core).items():  # the parts a config leaves out (a tied head: lm_head is None)
-            if value is None:
-                setattr(self, name, None)
-        self.head_bias = core.head_bias
-        for name, buf in core.named_buffers(recurse=False):
-            self.register_buffer(name, buf, persistent=False)
+        adopt_modules(self, DiffusionTransformer(config))  # the config holds the kit's ModelConfig fields
         self.post_init()
 
     def _init_weights(self, module):  # the weights come from the checkpoint
@@ -324,7 +316,7 @@ def remote_code_source() -> str:
     from mdlm_kit.mdlm import model as mm
 
     T = mm.DiffusionTransformer
-    shared = [RMSNorm, rope_tables, apply_rope, GatedMLP, gather_positions]
+    shared = [adopt_modules, RMSNorm, rope_tables, apply_rope, GatedMLP, gather_positions]
     own = [mm.Attention, mm.LocalMix, mm.Block, T, T.hidden_states, T.forward]
     return standalone_source(shared + own, _PREAMBLE, _WRAPPER)
 
