@@ -507,11 +507,12 @@ def batch(self: DraftTrainer, data, indices, pad_id: int = 0, collated: dict | N
     same samples already through `collate` (by a DataLoader's worker)."""
     b = collated if collated is not None else collate([data[i] for i in indices], pad_id)
     draws = {} if seeds is None else self.objective.host_draws(b["loss_mask"], seeds)  # from the CPU batch: no wait
-    padded = host_value(b["attention_mask"].eq(0).any())  # read on the host: is there padding to hide?
+    online = "hidden_states" not in b  # the target runs on this batch; is there padding for it to hide? (on the host)
+    padded = online and host_value(b["attention_mask"].eq(0).any())
     b = {k: to_device(v, self.device) for k, v in b.items()}  # one copy each, queued (pinned on CUDA)
     draws = {k: to_device(v, self.device) for k, v in draws.items()}
     ids, lm, att = b["input_ids"], b["loss_mask"], b["attention_mask"]
-    if "hidden_states" in b:
+    if not online:
         hid = b["hidden_states"].float()  # upcast on the device
     else:
         with autocast(self.precision):  # the target's forward under the drafter's autocast policy
