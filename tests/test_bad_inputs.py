@@ -373,7 +373,7 @@ CASES = [
             "--prompts",
             f"{w}/prompts.jsonl",
         ],
-        "not a saved DFlash or EAGLE-3 drafter",
+        "not a saved DFlash, EAGLE-3 or self-drafting drafter",
     ),
     (
         "speculate-zero-draft-tokens",

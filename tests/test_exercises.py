@@ -47,6 +47,10 @@ def _coin_flips(x, t):  # the notebook's own `corrupt`: a random number of masks
 
 
 WRONG = {
+    "22a_self_draft": {
+        "check_rows_per_forward": [lambda k, b: 1 + k + b, lambda k, b: (k + 1) * b],  # one block; no chain
+        "check_tau": [lambda hits: sum(hits), lambda hits: 1 + sum(hits[1:])],  # no stop at the first miss
+    },
     "07_diffusion": {
         "check_strata": [lambda u: u, lambda u: (u + torch.arange(len(u))) / (len(u) + 1)],
         "check_count_weight": [
@@ -124,7 +128,7 @@ ANSWER |= {"check_accept": "accept_prob", "check_residual": "residual", "check_t
 ANSWER |= {"check_decay": "decay", "check_block_sees": "block_sees"}
 ANSWER |= {"check_ttt_mask": "ttt_mask", "check_step_weights": "step_weights"}
 ANSWER |= {"check_rope_score": "rope_score", "check_sees": "sees", "check_epochs": "epochs"}
-ANSWER |= {"check_speedup": "speedup", "check_tau_from_cycles": "tau_from_cycles"}
+ANSWER |= {"check_speedup": "speedup", "check_tau_from_cycles": "tau_from_cycles", "check_rows_per_forward": "rows"}
 
 
 def test_at_least_twenty_exercises():

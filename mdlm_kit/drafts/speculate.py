@@ -56,7 +56,8 @@ def load_draft(path, device="cpu", dtype=torch.float32):
     for d in drafters().values():
         if d.recognises(cfg):
             return d.model.from_pretrained(path, device, dtype)
-    kinds = " or ".join(d.label for d in drafters().values())
+    *most, last = [d.label for d in drafters().values()]
+    kinds = f"{', '.join(most)} or {last}" if most else last
     raise SpeculativeError(
         f"{str(path)!r} is not a saved {kinds} drafter (no matching config.json); pass the run's draft/."
     )
@@ -323,6 +324,8 @@ def speculate(
             "this drafter was trained for another target (other architecture or weights); pass the "
             "target it was trained with, or train a drafter for this one."
         )
+    if (d := drafter_of(draft)).attach:  # a drafter that runs inside its target (lesson 22a)
+        d.attach(draft, target)
     eos = tok.eos_token_id
     runs, base = [], []
     for i, msgs in enumerate(tqdm(prompts, disable=not progress, desc="speculate")):
@@ -338,7 +341,7 @@ def speculate(
             "n_prompts": len(prompts),
             "max_new_tokens": max_new_tokens,
             "temperature": sp.temperature,
-            "drafter": (d := drafter_of(draft)).name + ("-tree" if s.tree_nodes and d.trees else ""),
+            "drafter": d.name + ("-tree" if s.tree_nodes and d.trees else ""),
             "lookup_branch": s.lookup_branch,
             "lookup_store_tokens": 0 if lookup_store is None else len(lookup_store.tokens),
             "runner_up": s.runner_up,

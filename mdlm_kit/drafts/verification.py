@@ -16,9 +16,9 @@ from ..core.device import KitError, synchronize
 # %% auto #0
 __all__ = ['DRAFTERS', 'DRAFTER_MODULES', 'SamplingParams', 'target_probs', 'draw', 'SpeculativeError', 'accept_draft', 'verify',
            'CachedTarget', 'DecodeResult', 'plain_decode', 'Proposal', 'Proposer', 'Drafter', 'register_drafter',
-           'drafters', 'drafter_of', 'tree_mask', 'accept_tree', 'check_proposal', 'speculative_decode',
-           'PromptLookupProposer', 'NgramStore', 'graft', 'LookupBranchProposer', 'add_runner_ups',
-           'decode_tokens_per_s', 'summarize_runs', 'RecordingProposer', 'drafts_html']
+           'drafters', 'drafter_of', 'chain_and_tail', 'tree_mask', 'accept_tree', 'check_proposal',
+           'speculative_decode', 'PromptLookupProposer', 'NgramStore', 'graft', 'LookupBranchProposer',
+           'add_runner_ups', 'decode_tokens_per_s', 'summarize_runs', 'RecordingProposer', 'drafts_html']
 
 # %% ../../nbs/15_speculative.ipynb #acae54e37e7d407bbb7b55eff062a284
 @dataclass
@@ -233,6 +233,13 @@ class Proposal:
     tokens: torch.Tensor  # (N,) draft ids in the target's vocabulary
     q: torch.Tensor | None = None  # (N, V) a sampled chain's proposal distributions; None: point masses
     parents: list[int] | None = None  # a tree; None: a chain
+    # rows the drafter adds to the verifying forward after a chain (a drafter that is the target itself, lesson 22a):
+    # their ids, their positions after b, and which of [b, drafts, tail] each sees (bool (T, 1+N+T)); the forward
+    # fills `tail_logits` (T, V) and drops their keys from the cache
+    tail: torch.Tensor | None = None
+    tail_depths: list[int] | None = None
+    tail_sees: torch.Tensor | None = None
+    tail_logits: torch.Tensor | None = None
 
     @property
     def depths(self) -> list[int]:
@@ -289,10 +296,16 @@ class Drafter:
     defaults: dict = field(default_factory=dict)  # its training defaults where they differ from the shared ones
     runner_ups: bool = False  # its chain can verify runner-up leaves (`add_runner_ups`)
     trees: bool = False  # it can propose a tree of `tree_nodes` nodes
+    # (draft, target) -> None: a drafter that runs inside its target (lesson 22a) hooks itself in before decoding
+    attach: Callable | None = None
 
 
 DRAFTERS: dict[str, Drafter] = {}
-DRAFTER_MODULES = ["mdlm_kit.drafts.dflash", "mdlm_kit.drafts.eagle3"]  # the registry: each registers its Drafter
+DRAFTER_MODULES = [
+    "mdlm_kit.drafts.dflash",
+    "mdlm_kit.drafts.eagle3",
+    "mdlm_kit.drafts.selfdraft",
+]  # the registry: each registers its Drafter
 
 
 def register_drafter(d: Drafter) -> Drafter:
@@ -314,6 +327,21 @@ def drafter_of(model) -> Drafter:
         if isinstance(model, d.model):
             return d
     raise SpeculativeError(f"{type(model).__name__} is not a registered drafter ({', '.join(DRAFTERS)}).")
+
+# %% ../../nbs/15_speculative.ipynb #513c6d5d
+def chain_and_tail(tgt: CachedTarget, ids: torch.Tensor, start: int, prop: Proposal):
+    """One forward over [b, drafts] (causal, as the target computes them) and the proposal's tail rows (seeing what
+    `tail_sees` says): the chain's logits and features; the tail's logits go to `prop.tail_logits`."""
+    n, T = ids.shape[1], len(prop.tail)
+    m = torch.zeros(n + T, start + n + T, dtype=torch.bool)
+    m[:, :start] = True  # everything sees the cached prefix
+    m[:n, start : start + n] = torch.ones(n, n, dtype=torch.bool).tril()
+    m[n:, start:] = prop.tail_sees
+    pos = torch.tensor([list(range(start, start + n)) + [start + d for d in prop.tail_depths]])
+    both = torch.cat([ids, prop.tail.to(ids.device)[None]], 1)
+    lg, hid = tgt.extend(both, position_ids=pos, attention_mask=m[None, None].to(tgt.device))
+    prop.tail_logits = lg[n:]
+    return lg[:n], None if hid is None else hid[:n]
 
 # %% ../../nbs/15_speculative.ipynb #c1a119b3
 def tree_mask(parents: list[int], prefix: int, device=None) -> torch.Tensor:
@@ -373,8 +401,8 @@ def check_proposal(tgt: CachedTarget, b: int, start: int, prop: Proposal, sp: Sa
     """One target forward over [b, drafts] with b at `start`, then acceptance. Returns the accepted node indices, the
     next token and the target's features `(1, a+1, K*H)` at b and the accepted nodes; the KV cache keeps those rows."""
     ids = torch.cat([torch.tensor([b], device=prop.tokens.device), prop.tokens])[None]
-    if prop.parents is None:  # a chain: the causal mask is its tree mask
-        lg, hid = tgt.extend(ids)
+    if prop.parents is None:  # a chain: the causal mask is its tree mask; the drafter's own rows may follow it
+        lg, hid = tgt.extend(ids) if prop.tail is None else chain_and_tail(tgt, ids, start, prop)
         a, nxt = verify(prop.tokens, lg, sp, q=prop.q, generator=g)
         path = list(range(a))
         tgt.crop(start + a + 1)
