@@ -28,6 +28,7 @@ from mdlm_kit.drafts.speculate import CYCLE, DecodeSettings, chat_ids, decoding_
 from mdlm_kit.drafts.speculate import lookup_store, make_proposer, set_draft_precision
 from mdlm_kit.drafts.verification import (
     DecodeResult,
+    drafter_of,
     PromptLookupProposer,
     decode_tokens_per_s,
     plain_decode,
@@ -71,13 +72,18 @@ class Method(NamedTuple):
 
 def _methods(args) -> list[Method]:
     out = []
-    for name, path in (("dflash", args.dflash), ("dpace", args.dpace), ("eagle3", args.eagle3)):
+    for name, path in (
+        ("dflash", args.dflash),
+        ("dpace", args.dpace),
+        ("eagle3", args.eagle3),
+        ("selfdraft", args.selfdraft),
+    ):
         if not path:
             continue
         if not Path(path, "config.json").is_file():
             print(f"skipping {name}: no drafter at {path} (train one with nbs/27_drafter_recipes.ipynb)")
             continue
-        k = args.num_draft_tokens if name == "eagle3" else args.dflash_draft_tokens
+        k = {"eagle3": args.num_draft_tokens, "selfdraft": None}.get(name, args.dflash_draft_tokens)
         mine = [Method(name, path, num_draft_tokens=k)]
         # the same drafter, its drafts cut where it doubts
         mine += [
@@ -146,6 +152,9 @@ def measure(args, decoding: DecodeSettings, precision):
         for m in methods
         if m.path
     }
+    for d in drafts.values():  # a drafter that runs inside its target (self-drafting, lesson 22a) hooks itself in
+        if drafter_of(d).attach:
+            drafter_of(d).attach(d, tgt)
     ref = None  # --plain-fp32: plain decoding of the fp32 target too, in the same rounds
     if args.plain_fp32 and prec.name != "fp32":
         ref = TargetModel.from_pretrained(args.target, device=dev, dtype=torch.float32)
@@ -266,6 +275,7 @@ def main():
     ap.add_argument("--dflash", default="runs/dflash/draft", help="a DFlash draft directory ('' to skip)")
     ap.add_argument("--dpace", default="", help="a D-PACE-trained DFlash draft directory ('' to skip)")
     ap.add_argument("--eagle3", default="runs/eagle3/draft", help="an EAGLE-3 draft directory ('' to skip)")
+    ap.add_argument("--selfdraft", default="", help="self-drafting adapters (mdlm-kit adapt's adapters/; '' to skip)")
     ap.add_argument(
         "--precision",
         default="fp32,bf16",

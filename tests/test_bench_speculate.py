@@ -99,7 +99,7 @@ def _method_args(tmp_path, **kw):
     for name in ("df", "e3"):
         (tmp_path / name).mkdir(exist_ok=True)
         (tmp_path / name / "config.json").write_text("{}")
-    base = dict(dflash=str(tmp_path / "df"), dpace="", eagle3=str(tmp_path / "e3"), num_draft_tokens=6)
+    base = dict(dflash=str(tmp_path / "df"), dpace="", eagle3=str(tmp_path / "e3"), selfdraft="", num_draft_tokens=6)
     base.update(dflash_draft_tokens=4, min_confidence="0.3", chain_lengths="", tree_nodes=0, tree_depth=None)
     base.update(lookup_branch="", runner_up="", prompt_lookup=0, only="", draft_precision="same", lookup_store="")
     return argparse.Namespace(**{**base, **kw})

@@ -1,4 +1,4 @@
-"""`mdlm-kit make-chat-data | hidden-states | train-dflash | train-eagle3`: self-distilled chat data, offline target features, and the DFlash trainer from the shell.
+"""`mdlm-kit make-chat-data | hidden-states | train-dflash | train-eagle3 | adapt`: self-distilled chat data, offline target features, the drafter trainers and the self-drafting adaptation from the shell.
 
 Docs: https://mdlm-kit.github.io/mdlm_kit/draft_cli.html.md"""
 
@@ -15,10 +15,11 @@ from ..core.config import settings_from_flags
 from ..core.device import launched_world_size
 from ..drafts.speculate import DecodeSettings
 from ..drafts.verification import drafters
+from ..drafts.selfdraft import AdaptSettings, SelfDraftTrainer
 
 # %% auto #0
-__all__ = ['config_from_args', 'one_device_only', 'cmd_train_draft', 'cmd_make_chat_data', 'cmd_hidden_states', 'cmd_speculate',
-           'add_draft_commands']
+__all__ = ['config_from_args', 'one_device_only', 'cmd_train_draft', 'cmd_adapt', 'cmd_make_chat_data', 'cmd_hidden_states',
+           'cmd_speculate', 'add_draft_commands']
 
 # %% ../../nbs/25_draft_cli.ipynb #f90e3646
 def config_from_args(args, algorithm: str = "dflash") -> DraftTrainConfig:
@@ -56,6 +57,26 @@ def cmd_train_draft(args):
         progress=not args.no_progress,
     ).run()
     print(json.dumps({"step": res["step"], "completed": res["completed"], "eval": res["eval"]}))
+
+# %% ../../nbs/25_draft_cli.ipynb #cdb9b1c5
+def cmd_adapt(args):
+    s = apply_settings(AdaptSettings(), settings_from_flags(args))
+    run = SelfDraftTrainer(s, args.output_dir, args.resume, args.max_run_steps, progress=not args.no_progress)
+    res = run.run()
+    print(json.dumps({"step": res["step"], "completed": res["completed"], "eval": res["eval"]}))
+
+
+def _add_adapt(sub):
+    "The `mdlm-kit adapt` command and its flags (one a field of `AdaptSettings`)."
+    p = command(
+        sub,
+        "adapt",
+        cmd_adapt,
+        help="turn the target into a block-diffusion model of itself that drafts for itself (lesson 22a)",
+        description="Train mask-row adapters on the target's own answers; resumable like every run.",
+    )
+    add_run_flags(p, "adapt_config.json, events.jsonl, checkpoints/, adapters/")
+    add_config_flags(p, AdaptSettings)
 
 # %% ../../nbs/25_draft_cli.ipynb #5f7d3788
 def cmd_make_chat_data(args):
@@ -270,10 +291,11 @@ def _add_speculate(sub):
 
 # %% ../../nbs/25_draft_cli.ipynb #2c6e3226
 def add_draft_commands(sub):
-    "The drafter commands: make-chat-data, hidden-states, speculate, and train-NAME for each registered drafter."
+    "The drafter commands: make-chat-data, hidden-states, speculate, adapt, and train-NAME for each registered drafter."
     _add_make_chat_data(sub)
     _add_hidden_states(sub)
     _add_speculate(sub)
+    _add_adapt(sub)
     for name, d in drafters().items():
         if d.objective is None:  # a drafter that only decodes has no trainer
             continue

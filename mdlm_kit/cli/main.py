@@ -19,6 +19,8 @@ from ..mdlm.diffusion import text_ar_nll, text_elbo
 from ..mdlm.sampling import SAMPLERS, ar_generate, decode, generate, load_inference, objective_of
 from ..mdlm.train import Trainer, TrainingError, leave_process_group, score_split
 from ..mdlm.block import block_diffusion_steps, text_block_bound
+from ..drafts.selfdraft import REVEAL_THRESHOLD, denoise, is_self_draft_dir, load_self_draft
+from ..drafts.speculate import chat_ids
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'QUICKSTART_SAMPLES', 'UsageError', 'build_config', 'cmd_prepare', 'cmd_train', 'cmd_sample',
@@ -119,6 +121,8 @@ def _samples(
 
 # %% ../../nbs/26_cli.ipynb #2d05b51d
 def cmd_sample(args):
+    if is_self_draft_dir(args.checkpoint):  # a target adapted to write as a diffusion LM (lesson 22a)
+        return _sample_self_draft(args)
     model, tok = load_inference(args.checkpoint, args.device)
     for i, text in enumerate(
         _samples(
@@ -138,6 +142,16 @@ def cmd_sample(args):
         if args.num_samples > 1:
             print(f"--- sample {i}")
         print(text)
+
+
+def _sample_self_draft(args):
+    "A chat answer to --prompt from self-drafting adapters and their target, block by block, and its tokens a forward."
+    target, ad = load_self_draft(args.checkpoint, resolve_device(args.device or "auto"))
+    tok = target.tokenizer
+    ids = chat_ids(tok, [{"role": "user", "content": args.prompt}])
+    r = denoise(target, ad, ids, args.length, args.threshold, tok.eos_token_id)
+    print(tok.decode(r["tokens"], skip_special_tokens=True))
+    print(f"({len(r['tokens'])} tokens in {r['forwards']} forwards: {r['tokens_per_forward']:.2f} a forward)")
 
 
 def _eval_text(model, tok, kind: str, args) -> dict:
@@ -569,8 +583,10 @@ def _add_sample(sub):
         help="generate text from an inference checkpoint",
         description="Generate by iterative unmasking from a run's inference/ directory.",
     )
-    p.add_argument("--checkpoint", required=True, help="an inference directory (RUN/inference)")
-    p.add_argument("--prompt", default="", help="text the generation continues (kept fixed)")
+    p.add_argument(
+        "--checkpoint", required=True, help="an inference directory (RUN/inference), or self-drafting adapters"
+    )
+    p.add_argument("--prompt", default="", help="text the generation continues (kept fixed); adapters: the question")
     p.add_argument("--length", type=int, default=64, help="tokens to generate")
     p.add_argument("--steps", type=int, default=64, help="denoising steps (<= length)")
     p.add_argument(
@@ -584,6 +600,12 @@ def _add_sample(sub):
     p.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens (0: all)")
     p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same text)")
     p.add_argument("--num-samples", type=int, default=1, help="how many samples")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=REVEAL_THRESHOLD,
+        help="self-drafting adapters: reveal a block's token where the model gives it at least this probability",
+    )
     p.add_argument("--device", help="auto, cpu, cuda or mps")
 
 # %% ../../nbs/26_cli.ipynb #154bc2f6

@@ -20,12 +20,15 @@ from ..mdlm.block import block_diffusion_steps
 from ..mdlm.sampling import SAMPLERS, decode, diffusion_steps, load_inference, objective_of
 from ..drafts.verification import DecodeResult, plain_decode, speculative_decode, summarize_runs
 from ..drafts.speculate import default_draft_tokens, make_proposer
-from ..drafts.verification import SamplingParams
+from ..drafts.verification import SamplingParams, drafter_of
+from ..drafts.selfdraft import REVEAL_THRESHOLD, MaskRowAdapters, denoise_steps, is_self_draft_dir
+from ..drafts.selfdraft import load_self_draft
+from ..drafts.speculate import chat_ids
 
 # %% auto #0
 __all__ = ['DIFFUSION_COLORS', 'SPEC_COLORS', 'NO_CHECKPOINT', 'PlaygroundError', 'Limits', 'check_range', 'check_prompt',
-           'allowed_checkpoint', 'Frame', 'denoise_frames', 'demo_checkpoint', 'SpecFrame', 'speculative_frames',
-           'Playground', 'context_length', 'advice', 'steps_figure', 'build_app', 'launch']
+           'allowed_checkpoint', 'Frame', 'denoise_frames', 'demo_checkpoint', 'self_draft_frames', 'SpecFrame',
+           'speculative_frames', 'Playground', 'context_length', 'advice', 'steps_figure', 'build_app', 'launch']
 
 # %% ../../nbs/24_playground.ipynb #f192cc9a
 class PlaygroundError(KitError, ValueError):
@@ -181,6 +184,27 @@ def demo_checkpoint(directory, vocab_size: int = 400, seed: int = 0) -> Path:
     m.save_pretrained(directory, tokenizer=tok, dtype=torch.float32)
     return Path(directory)
 
+# %% ../../nbs/24_playground.ipynb #1b0dae57
+def self_draft_frames(
+    target, adapters, prompt: str, max_new_tokens: int = 64, threshold: float = REVEAL_THRESHOLD, limits=Limits()
+) -> Iterator[Frame]:
+    "Validate the fields, then yield a Frame after every forward of `denoise_steps` (lesson 22a) answering `prompt`."
+    prompt = check_prompt(prompt, limits)
+    if not prompt.strip():
+        raise PlaygroundError("the prompt is empty: type a question for the target.")
+    max_new = check_range("length", max_new_tokens, 1, limits.max_length)
+    tok = target.tokenizer
+    steps = denoise_steps(target, adapters, chat_ids(tok, [{"role": "user", "content": prompt}]), max_new, threshold)
+    for step in steps:
+        pieces = [(prompt + "\n", "prompt")] + [(_piece(tok, t), "revealed") for t in step.done]
+        for j, t in enumerate(step.block):
+            kind = "masked" if t is None else "new" if j in step.revealed else "revealed"
+            pieces.append((" ░" if t is None else _piece(tok, t), kind))
+        known = step.done + [t for t in step.block if t is not None]
+        yield Frame(step.forwards, pieces, len(step.revealed), step.block.count(None), tok.decode(known))
+        if tok.eos_token_id in known or len(known) >= max_new:
+            return
+
 # %% ../../nbs/24_playground.ipynb #af47a731
 @dataclass
 class SpecFrame:
@@ -279,6 +303,8 @@ def speculative_frames(
     )["input_ids"]
     sp, eos = SamplingParams(temperature), tok.eos_token_id
     # the same decoder `mdlm-kit speculate` and the benchmarks run (a tree's depth is the draft tokens)
+    if (d := drafter_of(draft)).attach:  # a drafter that runs inside its target (lesson 22a)
+        d.attach(draft, target)
     proposer = make_proposer(draft, tables, k, tree_nodes)  # the decoder speculate and the benchmarks choose
     run = partial(speculative_decode, target, proposer, ids, max_new, sp, seed, eos)
     q, stop, worker = _decode_in_thread(run)
@@ -328,6 +354,9 @@ class Playground:
             else:
                 while len(self._models) >= self.limits.max_models:
                     self._models.pop(next(iter(self._models)))
+                if is_self_draft_dir(path):  # adapters and their target (lesson 22a): written block by block
+                    self._models[path] = load_self_draft(path, self.device)
+                    return self._models[path]
                 model, tok = load_inference(path, self.device)
                 if objective_of(model) != "mdlm":
                     raise PlaygroundError(
@@ -375,7 +404,10 @@ def _denoise_handler(pg: Playground, gr):
     def run_diffusion(checkpoint, prompt, length, steps, sampler, block_length, temperature, seed):
         try:
             model, tok = pg.model(checkpoint)
-            frames = denoise_frames(model, tok, prompt, length, steps, sampler, block_length, temperature, seed, L)
+            if isinstance(tok, MaskRowAdapters):  # a target and its adapters: a chat answer, block by block
+                frames = self_draft_frames(model, tok, prompt, length, limits=L)
+            else:
+                frames = denoise_frames(model, tok, prompt, length, steps, sampler, block_length, temperature, seed, L)
             history, counts = [], []
             for f in frames:
                 history.append(f.pieces)
