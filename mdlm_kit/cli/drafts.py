@@ -7,6 +7,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/draft_cli.html.md"""
 # %% ../../nbs/25_draft_cli.ipynb #7684a36d
 from __future__ import annotations
 import json
+import tomllib
 from pathlib import Path
 from ..drafts.train import DraftTrainConfig, DraftTrainer
 from ..drafts.dflash import build_target_layer_ids
@@ -18,8 +19,8 @@ from ..drafts.verification import drafters
 from ..drafts.selfdraft import AdaptSettings, SelfDraftTrainer
 
 # %% auto #0
-__all__ = ['config_from_args', 'one_device_only', 'cmd_train_draft', 'cmd_adapt', 'cmd_make_chat_data', 'cmd_hidden_states',
-           'cmd_speculate', 'add_draft_commands']
+__all__ = ['config_from_args', 'one_device_only', 'cmd_train_draft', 'adapt_settings', 'cmd_adapt', 'cmd_make_chat_data',
+           'cmd_hidden_states', 'cmd_speculate', 'add_draft_commands']
 
 # %% ../../nbs/25_draft_cli.ipynb #f90e3646
 def config_from_args(args, algorithm: str = "dflash") -> DraftTrainConfig:
@@ -59,8 +60,20 @@ def cmd_train_draft(args):
     print(json.dumps({"step": res["step"], "completed": res["completed"], "eval": res["eval"]}))
 
 # %% ../../nbs/25_draft_cli.ipynb #cdb9b1c5
+def adapt_settings(args) -> AdaptSettings:
+    "The adaptation's settings: the defaults, then `--config` (a TOML of `AdaptSettings` fields), then the flags given."
+    s = AdaptSettings()
+    if args.config:
+        if not Path(args.config).is_file():
+            raise ConfigError(
+                f"--config {args.config!r} does not exist; pass a TOML file (configs/self_draft_gpu.toml)."
+            )
+        s = apply_settings(s, tomllib.loads(Path(args.config).read_text()))
+    return apply_settings(s, settings_from_flags(args))
+
+
 def cmd_adapt(args):
-    s = apply_settings(AdaptSettings(), settings_from_flags(args))
+    s = adapt_settings(args)
     run = SelfDraftTrainer(s, args.output_dir, args.resume, args.max_run_steps, progress=not args.no_progress)
     res = run.run()
     print(json.dumps({"step": res["step"], "completed": res["completed"], "eval": res["eval"]}))
@@ -76,6 +89,9 @@ def _add_adapt(sub):
         description="Train mask-row adapters on the target's own answers; resumable like every run.",
     )
     add_run_flags(p, "adapt_config.json, events.jsonl, checkpoints/, adapters/")
+    p.add_argument(
+        "--config", help="a TOML of the settings below (flags given override it): configs/self_draft_gpu.toml"
+    )
     add_config_flags(p, AdaptSettings)
 
 # %% ../../nbs/25_draft_cli.ipynb #5f7d3788
