@@ -5,8 +5,9 @@
   adapters inert) against the NLL of the target's own greedy answers to the same prompts (`plain_decode`), token-
   weighted means;
 - the same for the untrained adapters (mask rows that know nothing yet), the "before";
-- as a drafter: read from `bench/speculate.py --selfdraft` runs (`--speculate`, one JSON a precision set): tau, the
-  losslessness, and the speedup against the fastest plain decoding of the target in that run (whichever precision).
+- as a drafter: greedy speculative decoding of every prompt (fp32, untimed): tau and losslessness against the plain
+  answers; the speed from a `bench/speculate.py --selfdraft` run (`--speculate`, one JSON a precision set): its speedup
+  against the fastest plain decoding of the target in that run (whichever precision), and its own losslessness.
 
 Writes one JSON with the fields the issue names (`tokens_per_forward`, `nll_ratio`, `tau`, `speedup`, `lossless`,
 `prompts`) under `metrics`, the commands, the training time (from the run's events and its CPU log) and one example.
@@ -20,10 +21,10 @@ import torch
 from mdlm_kit.core.checkpoint import read_events
 from mdlm_kit.core.device import machine_summary
 from mdlm_kit.drafts.chat_data import heldout_prompts
-from mdlm_kit.drafts.selfdraft import MaskRowAdapters, adapter_config, denoise, load_self_draft
+from mdlm_kit.drafts.selfdraft import MaskRowAdapters, SelfDraftProposer, adapter_config, denoise, load_self_draft
 from mdlm_kit.drafts.speculate import chat_ids
 from mdlm_kit.drafts.targets import TargetModel
-from mdlm_kit.drafts.verification import plain_decode
+from mdlm_kit.drafts.verification import plain_decode, speculative_decode
 from bench_flags import add_prompt_flags, bench_parser
 
 
@@ -91,7 +92,28 @@ def train_figures(run: Path) -> dict:
         _, ut, st = line.split()
         out["cpu_minutes"] = (int(ut) + int(st)) / 100 / 60
     out["eval"] = [e for e in ev if e["event"] == "eval"]
-    return out
+    cfg = json.loads((run / "adapt_config.json").read_text())
+    return out | {"config": cfg}
+
+
+def tokens_trained(cfg: dict, steps: int, tokenizer) -> dict:
+    "The conversations, the epochs and (from their mean length) about how many tokens `steps` steps ran through."
+    from mdlm_kit.drafts.chat_data import build_chat_dataset
+
+    data = build_chat_dataset(cfg["data"], tokenizer, cfg["max_length"], min_loss_tokens=cfg["block_size"], log=print)
+    mean = sum(len(x["input_ids"]) for x in data) / len(data)
+    seen = steps * cfg["batch_size"]
+    return {"conversations": len(data), "epochs": round(seen / len(data), 2), "tokens": round(seen * mean)}
+
+
+def adapt_command(run: Path) -> str:
+    "The `mdlm-kit adapt` command line of the run's settings (those that differ from the defaults)."
+    from dataclasses import asdict
+    from mdlm_kit.drafts.selfdraft import AdaptSettings
+
+    cfg, base = json.loads((run / "adapt_config.json").read_text()), asdict(AdaptSettings())
+    flags = [f"--{k.replace('_', '-')} {v}" for k, v in cfg.items() if v != base[k]]
+    return " ".join(["mdlm-kit adapt", *flags, f"--output-dir {run}"])
 
 
 def main():
@@ -117,6 +139,12 @@ def main():
             f"({runs[th]['nll'] / base:.2f}x the target's own {base:.3f})",
             flush=True,
         )
+    drafted = [
+        speculative_decode(target, SelfDraftProposer(ad), ids, args.max_new_tokens, eos_token_id=eos) for ids in prompts
+    ]
+    same = sum(r.tokens == p for r, p in zip(drafted, plain))
+    tau_all = sum(sum(r.cycles) for r in drafted) / sum(len(r.cycles) for r in drafted)
+    print(f"as its own drafter (fp32, untimed): lossless on {same}/{len(prompts)}, tau {tau_all:.2f}", flush=True)
     ad.detach()
     fresh = MaskRowAdapters(adapter_config(target, ad.config.block_size, ad.config.rank, ad.config.alpha))
     fresh.mask_embed.data[:] = target.model.get_input_embeddings().weight.mean(0)  # as the adaptation starts
@@ -127,11 +155,11 @@ def main():
     shown = runs[th0]
     out = {
         "bench_command": "python " + " ".join(sys.argv),
-        "adapt_command": json.loads((Path(args.run) / "adapt_config.json").read_text()),
+        "adapt_command": adapt_command(Path(args.run)),
         "machine": machine_summary(),
         "block_size": ad.config.block_size,
         "threshold": th0,
-        "train": train_figures(Path(args.run)),
+        "train": (tr := train_figures(Path(args.run))) | tokens_trained(tr["config"], tr["steps"], tok),
         "target_nll": round(base, 4),
         "by_threshold": {
             str(th): {
@@ -146,10 +174,13 @@ def main():
             "tokens_per_forward": round(before["tokens_per_forward"], 3),
             "nll_ratio": round(before["nll"] / base, 3),
         },
+        "drafting_all_prompts": {"lossless_prompts": f"{same}/{len(prompts)}", "tau": round(tau_all, 3)},
         "metrics": {
             "tokens_per_forward": round(shown["tokens_per_forward"], 3),
             "nll_ratio": round(shown["nll"] / base, 3),
             "prompts": len(prompts),
+            "lossless": same == len(prompts),
+            "tau": round(tau_all, 3),
         },
         "example": {
             "prompt": msgs[0]["conversations"][-1]["content"],
@@ -162,7 +193,8 @@ def main():
         sp = speculate_figures(args.speculate)
         out["speculate_command"] = sp.pop("command")
         out["speculate"] = sp
-        out["metrics"].update({k: sp[k] for k in ("tau", "speedup", "lossless")})
+        out["metrics"]["speedup"] = sp["speedup"]  # tau and losslessness over every prompt come from the run above
+        out["metrics"]["lossless"] = out["metrics"]["lossless"] and sp["lossless"]
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(out, indent=1))
     print(f"wrote {args.output}")
