@@ -434,6 +434,22 @@ CASES = [
         lambda w, b: _speculate(w, "--prompts", f"{b}/none.jsonl"),
         "none.jsonl' does not exist",
     ),
+    # the self-drafting adaptation: settings and files are checked before the run directory is made
+    (
+        "adapt-missing-data",
+        lambda w, b: ["adapt", "--target", f"{w}/target", "--data", f"{b}/none.jsonl", "--output-dir", f"{b}/ad"],
+        "is not a file: make one with `mdlm-kit make-chat-data",
+    ),
+    (
+        "adapt-block-of-one",
+        lambda w, b: ["adapt", "--data", f"{w}/chat.jsonl", "--output-dir", f"{b}/ad", "--block-size", "1"],
+        "--block-size must be at least 2",
+    ),
+    (
+        "adapt-config-missing",
+        lambda w, b: ["adapt", "--config", f"{b}/none.toml", "--output-dir", f"{b}/ad"],
+        "none.toml' does not exist",
+    ),
     # playground flags
     ("playground-port", lambda w, b: ["playground", "--checkpoint", f"{w}/run/inference", "--port", "70000"], "--port"),
     ("playground-checkpoint", lambda w, b: ["playground", "--checkpoint", f"{b}/none"], "not an inference directory"),
