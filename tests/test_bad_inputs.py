@@ -373,7 +373,7 @@ CASES = [
             "--prompts",
             f"{w}/prompts.jsonl",
         ],
-        "not a saved DFlash, EAGLE-3 or self-drafting drafter",
+        "drafter (no matching config.json)",
     ),
     (
         "speculate-zero-draft-tokens",

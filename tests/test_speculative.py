@@ -417,7 +417,7 @@ def test_speculate_cli_reports_metrics(setup, drafters, tmp_path, capsys, monkey
         assert r["lossless"] is True and rows and r["draft_dtype"] == "float32"
     capsys.readouterr()
     assert main(["speculate", "--target", str(tmp_path / "t"), "--draft", str(tmp_path / "p.jsonl")]) == 2
-    assert "not a saved DFlash, EAGLE-3 or self-drafting drafter" in capsys.readouterr().err
+    assert "drafter (no matching config.json)" in capsys.readouterr().err
 
 
 def test_packed_linears_are_lossless(setup, drafters):

@@ -315,12 +315,10 @@ def register_drafter(d: Drafter) -> Drafter:
 
 
 def drafters() -> dict[str, Drafter]:
-    """Every registered kind of drafter, by name, in the order of `DRAFTER_MODULES` (whose modules register theirs on
-    import, whichever was imported first), then any other."""
+    "Every registered kind of drafter, by name (the modules in `DRAFTER_MODULES` register theirs on import)."
     for m in DRAFTER_MODULES:
         importlib.import_module(m)
-    rank = {m: i for i, m in enumerate(DRAFTER_MODULES)}
-    return dict(sorted(DRAFTERS.items(), key=lambda kv: rank.get(kv[1].model.__module__, len(rank))))
+    return DRAFTERS
 
 
 def drafter_of(model) -> Drafter:
