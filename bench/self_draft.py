@@ -21,7 +21,7 @@ import torch
 from mdlm_kit.core.checkpoint import read_events
 from mdlm_kit.core.device import machine_summary
 from mdlm_kit.drafts.chat_data import heldout_prompts
-from mdlm_kit.drafts.selfdraft import MaskRowAdapters, SelfDraftProposer, adapter_config, denoise, load_self_draft
+from mdlm_kit.drafts.selfdraft import SelfDraftProposer, denoise, fresh_adapters, load_self_draft
 from mdlm_kit.drafts.speculate import chat_ids
 from mdlm_kit.drafts.targets import TargetModel
 from mdlm_kit.drafts.verification import plain_decode, speculative_decode
@@ -146,8 +146,7 @@ def main():
     tau_all = sum(sum(r.cycles) for r in drafted) / sum(len(r.cycles) for r in drafted)
     print(f"as its own drafter (fp32, untimed): lossless on {same}/{len(prompts)}, tau {tau_all:.2f}", flush=True)
     ad.detach()
-    fresh = MaskRowAdapters(adapter_config(target, ad.config.block_size, ad.config.rank, ad.config.alpha))
-    fresh.mask_embed.data[:] = target.model.get_input_embeddings().weight.mean(0)  # as the adaptation starts
+    fresh = fresh_adapters(target, ad.config.block_size, ad.config.rank, ad.config.alpha)  # as the adaptation starts
     fresh.attach(target)
     th0 = float(args.thresholds.split(",")[0])
     before = measure_denoise(target, fresh, prompts, args.max_new_tokens, th0, eos)

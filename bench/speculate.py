@@ -28,7 +28,7 @@ from mdlm_kit.drafts.speculate import CYCLE, DecodeSettings, chat_ids, decoding_
 from mdlm_kit.drafts.speculate import lookup_store, make_proposer, set_draft_precision
 from mdlm_kit.drafts.verification import (
     DecodeResult,
-    drafter_of,
+    inside_target,
     PromptLookupProposer,
     decode_tokens_per_s,
     plain_decode,
@@ -152,9 +152,6 @@ def measure(args, decoding: DecodeSettings, precision):
         for m in methods
         if m.path
     }
-    for d in drafts.values():  # a drafter that runs inside its target (self-drafting, lesson 22a) hooks itself in
-        if drafter_of(d).attach:
-            drafter_of(d).attach(d, tgt)
     ref = None  # --plain-fp32: plain decoding of the fp32 target too, in the same rounds
     if args.plain_fp32 and prec.name != "fp32":
         ref = TargetModel.from_pretrained(args.target, device=dev, dtype=torch.float32)
@@ -169,12 +166,14 @@ def measure(args, decoding: DecodeSettings, precision):
             return DecodeResult(tokens, total_time=dt)
         m = next(m for m in methods if m.name == name)
         own = store if m.store else None
-        if m.path:  # the cycle's settings, by their DecodeSettings names
-            cycle = {k: getattr(m, k) for k in CYCLE if k in m._fields}
-            proposer = make_proposer(drafts[m.path, m.precision], tables, **cycle, lookup_store=own)
-        else:
+        if not m.path:
             proposer = PromptLookupProposer(m.num_draft_tokens, store=own)
-        return speculative_decode(tgt, proposer, ids[i], args.max_new_tokens, SamplingParams(), 0, eos)
+            return speculative_decode(tgt, proposer, ids[i], args.max_new_tokens, SamplingParams(), 0, eos)
+        cycle = {k: getattr(m, k) for k in CYCLE if k in m._fields}  # its settings, by their DecodeSettings names
+        draft = drafts[m.path, m.precision]
+        proposer = make_proposer(draft, tables, **cycle, lookup_store=own)
+        with inside_target(draft, tgt):  # self-drafting (lesson 22a): the adapters are in for this run only
+            return speculative_decode(tgt, proposer, ids[i], args.max_new_tokens, SamplingParams(), 0, eos)
 
     names = ["plain"] + [m.name for m in methods]
     timed = names + ["generate"] + (["plain-fp32"] if ref else [])

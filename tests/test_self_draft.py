@@ -76,6 +76,25 @@ def test_adapters_write_chat_answers_and_draft_losslessly(tiny_adapted, capsys):
         assert (r["drafter"], r["lossless"], r["n_prompts"]) == ("selfdraft", True, 2)
 
 
+def test_plain_decoding_beside_self_drafting_runs_the_bare_target(tiny_adapted, monkeypatch):
+    import mdlm_kit.drafts.speculate as spec
+    from mdlm_kit.drafts.speculate import load_draft, speculate
+    from mdlm_kit.drafts.targets import TargetModel
+
+    target = TargetModel.from_pretrained(str(tiny_adapted / "t"))
+    ad = load_draft(str(tiny_adapted / "whole" / "adapters"), "cpu")
+    hooks_seen = {"plain": [], "speculative": []}
+    for name in hooks_seen:
+        fn = getattr(spec, f"{name}_decode")
+        monkeypatch.setattr(
+            spec, f"{name}_decode", lambda *a, _f=fn, _n=name, **k: hooks_seen[_n].append(len(ad._hooks)) or _f(*a, **k)
+        )
+    r = speculate(target, ad, [[{"role": "user", "content": "What is a class?"}]], 8, progress=False)
+    assert r["lossless"]
+    assert hooks_seen["speculative"] == [2 + len(ad.config.linears)]  # the embedding's two and one a linear
+    assert hooks_seen["plain"] == [0] and ad._hooks == []  # the baseline runs the target as it was loaded
+
+
 @pytest.mark.slow
 def test_adapt_resumes_exactly_after_a_kill(tiny_adapted):
     "SIGKILL once the first checkpoint is written; `--resume` ends on the uninterrupted run's adapters."

@@ -27,10 +27,10 @@ from .verification import CachedTarget, Drafter, Proposal, Proposer, register_dr
 
 # %% auto #0
 __all__ = ['ADAPTED_LINEARS', 'MODEL_TYPE', 'ADAPT_MAY_CHANGE', 'REVEAL_THRESHOLD', 'SELF_DRAFT', 'SelfDraftError',
-           'AdapterConfig', 'MaskRowAdapters', 'adapter_config', 'block_starts', 'noised_attention', 'draw_masks',
-           'cache_keyword', 'self_draft_loss', 'AdaptSettings', 'SelfDraftTrainer', 'block_hits', 'drafting_tau',
-           'block_rows_mask', 'DenoiseStep', 'denoise_steps', 'denoise', 'SelfDraftProposer', 'self_draft_proposer',
-           'is_self_draft_dir', 'load_self_draft']
+           'AdapterConfig', 'MaskRowAdapters', 'adapter_config', 'fresh_adapters', 'block_starts', 'noised_attention',
+           'draw_masks', 'cache_keyword', 'self_draft_loss', 'AdaptSettings', 'SelfDraftTrainer', 'block_hits',
+           'drafting_tau', 'block_rows_mask', 'DenoiseStep', 'denoise_steps', 'denoise', 'SelfDraftProposer',
+           'self_draft_proposer', 'hook_in', 'is_self_draft_dir', 'load_self_draft']
 
 # %% ../../nbs/22a_self_draft.ipynb #19dc2ad9
 class SelfDraftError(KitError, ValueError):
@@ -72,6 +72,7 @@ class MaskRowAdapters(nn.Module):
         self.rows = None  # (n,) flat indices of this forward's mask rows (set by the embedding's hook)
         self.offsets = None  # (n,) their offsets in their block
         self._hooks = []
+        self._host = None  # id() of the target the hooks are in
 
     @property
     def scale(self) -> float:
@@ -93,6 +94,15 @@ def adapter_config(target: TargetModel, block_size: int = 4, rank: int = 16, alp
     return AdapterConfig(
         block_size, rank, alpha, target.vocab_size, target.hidden_size, names, shapes, target.digest(), target.name
     )
+
+# %% ../../nbs/22a_self_draft.ipynb #150b2d39
+def fresh_adapters(target: TargetModel, block_size: int = 4, rank: int = 16, alpha: float = 32.0) -> MaskRowAdapters:
+    """Adapters as an adaptation starts: every mask row embedded as the target's average token, and every low-rank
+    update zero (B = 0), so the first forward is the target's guess from an uninformative input."""
+    ad = MaskRowAdapters(adapter_config(target, block_size, rank, alpha))
+    emb = target.model.get_input_embeddings().weight
+    ad.mask_embed.data[:] = emb.detach().float().mean(0).to(ad.mask_embed.device)  # (hidden,) to every offset
+    return ad
 
 # %% ../../nbs/22a_self_draft.ipynb #1c07378e
 @patch
@@ -121,6 +131,7 @@ def attach(self: MaskRowAdapters, target: TargetModel) -> TargetModel:
         return flat.index_copy(0, self.rows, self.mask_embed[self.offsets].to(out.dtype)).view_as(out)
 
     self._hooks = [emb.register_forward_pre_hook(find_rows), emb.register_forward_hook(embed_masks)]
+    self._host = id(target)
     mods = dict(target.model.named_modules())
     for i, name in enumerate(self.config.linears if self.config.rank else []):
         self._hooks.append(mods[name].register_forward_hook(self._lora_hook(i)))
@@ -147,7 +158,7 @@ def detach(self: MaskRowAdapters):
     "Remove the hooks: the target is itself again."
     for h in self._hooks:
         h.remove()
-    self._hooks, self.rows = [], None
+    self._hooks, self.rows, self._host = [], None, None
 
 # %% ../../nbs/22a_self_draft.ipynb #ae983ec1
 def block_starts(length: int, block_size: int, shift: int) -> torch.Tensor:
@@ -302,8 +313,7 @@ class SelfDraftTrainer(TrainLoop):
         self.device = resolve_device(s.device)
         self.target = target or TargetModel.from_pretrained(s.target, device=self.device)
         seed_everything(s.seed)
-        self.model = MaskRowAdapters(adapter_config(self.target, s.block_size, s.rank, s.alpha))
-        self.model.mask_embed.data[:] = self.target.model.get_input_embeddings().weight.mean(0)  # an average token
+        self.model = fresh_adapters(self.target, s.block_size, s.rank, s.alpha)
         self.model.attach(self.target)
         tok = self.target.tokenizer
         self.train_set = build_chat_dataset(s.data, tok, s.max_length, min_loss_tokens=s.block_size, log=log)
@@ -579,6 +589,15 @@ def self_draft_proposer(draft, tables, k, tree_nodes=0, tree_top_k=4, min_confid
     return SelfDraftProposer(draft, k, min_confidence)
 
 
+def hook_in(draft: MaskRowAdapters, target: TargetModel):
+    """The registry's `attach`: hook `draft` into `target` and return `draft.detach`, the undo; adapters already in
+    this target stay in (nothing to undo)."""
+    if draft._host == id(target):
+        return None
+    draft.attach(target)
+    return draft.detach
+
+
 SELF_DRAFT = register_drafter(
     Drafter(
         name="selfdraft",
@@ -588,7 +607,7 @@ SELF_DRAFT = register_drafter(
         recognises=lambda cfg: cfg.get("model_type") == MODEL_TYPE,
         proposer=self_draft_proposer,
         default_draft_tokens=lambda draft: draft.config.block_size - 1,
-        attach=lambda draft, target: draft.attach(target),
+        attach=hook_in,
     )
 )
 

@@ -19,7 +19,7 @@ from ..core.layers import int8_linears
 from .chat_data import embedded_prompts, heldout_prompts, load_conversations, normalize_conversation
 from .chat_data import tokenize_conversation
 from .verification import LookupBranchProposer, NgramStore, SpeculativeError, drafter_of, drafters
-from .verification import SamplingParams, plain_decode
+from .verification import SamplingParams, inside_target, plain_decode
 from .verification import speculative_decode, summarize_runs
 from .targets import decoding_target, digests_match, needs_exact_rows
 
@@ -324,14 +324,14 @@ def speculate(
             "this drafter was trained for another target (other architecture or weights); pass the "
             "target it was trained with, or train a drafter for this one."
         )
-    if (d := drafter_of(draft)).attach:  # a drafter that runs inside its target (lesson 22a)
-        d.attach(draft, target)
+    d = drafter_of(draft)
     eos = tok.eos_token_id
     runs, base = [], []
     for i, msgs in enumerate(tqdm(prompts, disable=not progress, desc="speculate")):
         ids = chat_ids(tok, msgs)
         proposer = make_proposer(draft, tables, **cycle, lookup_store=lookup_store)
-        r = speculative_decode(target, proposer, ids, max_new_tokens, sp, seed + i, eos)
+        with inside_target(draft, target):  # a self-drafting target (lesson 22a) has its adapters for this run only
+            r = speculative_decode(target, proposer, ids, max_new_tokens, sp, seed + i, eos)
         runs.append(r)
         if baseline or sp.greedy:
             base.append(plain_decode(target, ids, max_new_tokens, sp, seed + i, eos))

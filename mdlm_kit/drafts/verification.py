@@ -7,6 +7,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/speculative.html.md"""
 # %% ../../nbs/15_speculative.ipynb #fbacc840
 from __future__ import annotations
 import importlib, time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 import torch
@@ -16,7 +17,7 @@ from ..core.device import KitError, synchronize
 # %% auto #0
 __all__ = ['DRAFTERS', 'DRAFTER_MODULES', 'SamplingParams', 'target_probs', 'draw', 'SpeculativeError', 'accept_draft', 'verify',
            'CachedTarget', 'DecodeResult', 'plain_decode', 'Proposal', 'Proposer', 'Drafter', 'register_drafter',
-           'drafters', 'drafter_of', 'chain_and_tail', 'tree_mask', 'accept_tree', 'check_proposal',
+           'drafters', 'drafter_of', 'inside_target', 'chain_and_tail', 'tree_mask', 'accept_tree', 'check_proposal',
            'speculative_decode', 'PromptLookupProposer', 'NgramStore', 'graft', 'LookupBranchProposer',
            'add_runner_ups', 'decode_tokens_per_s', 'summarize_runs', 'RecordingProposer', 'drafts_html']
 
@@ -296,7 +297,8 @@ class Drafter:
     defaults: dict = field(default_factory=dict)  # its training defaults where they differ from the shared ones
     runner_ups: bool = False  # its chain can verify runner-up leaves (`add_runner_ups`)
     trees: bool = False  # it can propose a tree of `tree_nodes` nodes
-    # (draft, target) -> None: a drafter that runs inside its target (lesson 22a) hooks itself in before decoding
+    # (draft, target) -> undo: a drafter that runs inside its target (lesson 22a) hooks itself in before decoding
+    # and returns the function that takes it out again (`inside_target` calls both)
     attach: Callable | None = None
 
 
@@ -327,6 +329,19 @@ def drafter_of(model) -> Drafter:
         if isinstance(model, d.model):
             return d
     raise SpeculativeError(f"{type(model).__name__} is not a registered drafter ({', '.join(DRAFTERS)}).")
+
+
+@contextmanager
+def inside_target(draft, target):
+    """While the block runs, a drafter that runs inside its target is hooked into it; after it the target is itself
+    again, so the plain decoding it is compared with pays nothing for the drafter. Other drafters: nothing to do."""
+    attach = drafter_of(draft).attach
+    undo = attach(draft, target) if attach else None
+    try:
+        yield target
+    finally:
+        if undo:
+            undo()
 
 # %% ../../nbs/15_speculative.ipynb #513c6d5d
 def chain_and_tail(tgt: CachedTarget, ids: torch.Tensor, start: int, prop: Proposal):

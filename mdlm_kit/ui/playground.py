@@ -8,7 +8,6 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/playground.html.md"""
 from __future__ import annotations
 import json, os, queue, threading, time
 from dataclasses import dataclass, replace
-from functools import partial
 from pathlib import Path
 from typing import Iterator
 
@@ -20,7 +19,7 @@ from ..mdlm.block import block_diffusion_steps
 from ..mdlm.sampling import SAMPLERS, decode, diffusion_steps, load_inference, objective_of
 from ..drafts.verification import DecodeResult, plain_decode, speculative_decode, summarize_runs
 from ..drafts.speculate import default_draft_tokens, make_proposer
-from ..drafts.verification import SamplingParams, drafter_of
+from ..drafts.verification import SamplingParams, inside_target
 from ..drafts.selfdraft import REVEAL_THRESHOLD, MaskRowAdapters, denoise_steps, is_self_draft_dir
 from ..drafts.selfdraft import load_self_draft
 from ..drafts.speculate import chat_ids
@@ -303,10 +302,13 @@ def speculative_frames(
     )["input_ids"]
     sp, eos = SamplingParams(temperature), tok.eos_token_id
     # the same decoder `mdlm-kit speculate` and the benchmarks run (a tree's depth is the draft tokens)
-    if (d := drafter_of(draft)).attach:  # a drafter that runs inside its target (lesson 22a)
-        d.attach(draft, target)
     proposer = make_proposer(draft, tables, k, tree_nodes)  # the decoder speculate and the benchmarks choose
-    run = partial(speculative_decode, target, proposer, ids, max_new, sp, seed, eos)
+
+    def run(on_cycle):  # a self-drafting target (lesson 22a) has its adapters while it drafts, not for the comparison
+        with inside_target(draft, target):
+            res = speculative_decode(target, proposer, ids, max_new, sp, seed, eos, on_cycle=on_cycle)
+        return res  # the adapters are out before "done" reaches the queue and plain decoding starts
+
     q, stop, worker = _decode_in_thread(run)
     try:
         while True:
