@@ -25,7 +25,7 @@ from .verification import register_drafter, target_probs
 # %% auto #0
 __all__ = ['MODEL_TYPE', 'ARCHITECTURE', 'EAGLE3', 'Eagle3Error', 'default_aux_layer_ids', 'build_vocab_mapping',
            'ttt_attention_mask', 'ttt_step_weights', 'Eagle3Config', 'Eagle3Attention', 'Eagle3Layer',
-           'Eagle3DraftModel', 'shift_left', 'target_labels', 'eagle3_forward', 'draft_embed', 'walked_tau',
+           'Eagle3DraftModel', 'shift_left', 'target_labels', 'draft_embed', 'eagle3_forward', 'walked_tau',
            'walk_sums', 'chain_step_reference', 'Eagle3ContextCache', 'eagle3_propose', 'eagle3_tree_propose',
            'Eagle3Proposer', 'Eagle3TreeProposer', 'Eagle3Settings', 'Eagle3Objective', 'eagle3_proposer']
 
@@ -301,6 +301,10 @@ def target_labels(draft: Eagle3DraftModel, target_logits, target_top1=None):
         tl = tl[..., draft.draft_ids()]
     return F.softmax(tl, -1), draft.t2d[target_top1].float()
 
+# %% ../../nbs/18_eagle3.ipynb #0572a29b
+def draft_embed(tables, ids):
+    return tables.embed(ids)
+
 # %% ../../nbs/18_eagle3.ipynb #fdfa671a
 def eagle3_forward(
     draft: Eagle3DraftModel,
@@ -362,10 +366,6 @@ def eagle3_forward(
     if walk:  # what greedy decoding of this very text would measure (a walk on the host)
         out |= walk_sums(tau, lm)
     return out
-
-# %% ../../nbs/18_eagle3.ipynb #0572a29b
-def draft_embed(tables, ids):
-    return tables.embed(ids)
 
 # %% ../../nbs/18_eagle3.ipynb #acaeae09
 def walked_tau(tau: torch.Tensor, valid: torch.Tensor) -> tuple[int, int]:
