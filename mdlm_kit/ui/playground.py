@@ -26,7 +26,7 @@ from ..drafts.speculate import chat_ids
 
 # %% auto #0
 __all__ = ['DIFFUSION_COLORS', 'SPEC_COLORS', 'NO_CHECKPOINT', 'PlaygroundError', 'Limits', 'check_range', 'check_prompt',
-           'allowed_checkpoint', 'Frame', 'denoise_frames', 'demo_checkpoint', 'self_draft_frames', 'SpecFrame',
+           'allowed_checkpoint', 'demo_checkpoint', 'Frame', 'denoise_frames', 'self_draft_frames', 'SpecFrame',
            'speculative_frames', 'Playground', 'context_length', 'advice', 'steps_figure', 'build_app', 'launch']
 
 # %% ../../nbs/24_playground.ipynb #f192cc9a
@@ -85,6 +85,25 @@ def allowed_checkpoint(path, roots) -> Path:
             "point at a run's inference/ folder."
         )
     return real
+
+# %% ../../nbs/24_playground.ipynb #525913fd
+def demo_checkpoint(directory, vocab_size: int = 400, seed: int = 0) -> Path:
+    "Write a tiny untrained diffusion model and its tokenizer as an inference directory (for tests and demos)."
+    import pydoc_data.topics
+    from mdlm_kit.core.config import ModelConfig
+    from mdlm_kit.mdlm.model import DiffusionTransformer
+    from mdlm_kit.text.tokenizer import train_tokenizer
+
+    topics = pydoc_data.topics.topics
+    tok = train_tokenizer([topics[k] for k in sorted(topics)[:10]], vocab_size=vocab_size)
+    torch.manual_seed(seed)
+    m = DiffusionTransformer(
+        ModelConfig(
+            vocab_size=len(tok), n_layer=1, n_head=2, d_model=32, max_seq_len=128, mask_token_id=tok.mask_token_id
+        )
+    )
+    m.save_pretrained(directory, tokenizer=tok, dtype=torch.float32)
+    return Path(directory)
 
 # %% ../../nbs/24_playground.ipynb #da721886
 DIFFUSION_COLORS = {"prompt": "#d9d9d9", "masked": "#eeeeee", "new": "#ff9f43", "revealed": "#9ecbff"}
@@ -163,25 +182,6 @@ def denoise_frames(
             for j, t in enumerate(row)
         ]
         yield Frame(s.step, pieces, int(sum(new)), s.n_masked, decode(tok, row))
-
-# %% ../../nbs/24_playground.ipynb #525913fd
-def demo_checkpoint(directory, vocab_size: int = 400, seed: int = 0) -> Path:
-    "Write a tiny untrained diffusion model and its tokenizer as an inference directory (for tests and demos)."
-    import pydoc_data.topics
-    from mdlm_kit.core.config import ModelConfig
-    from mdlm_kit.mdlm.model import DiffusionTransformer
-    from mdlm_kit.text.tokenizer import train_tokenizer
-
-    topics = pydoc_data.topics.topics
-    tok = train_tokenizer([topics[k] for k in sorted(topics)[:10]], vocab_size=vocab_size)
-    torch.manual_seed(seed)
-    m = DiffusionTransformer(
-        ModelConfig(
-            vocab_size=len(tok), n_layer=1, n_head=2, d_model=32, max_seq_len=128, mask_token_id=tok.mask_token_id
-        )
-    )
-    m.save_pretrained(directory, tokenizer=tok, dtype=torch.float32)
-    return Path(directory)
 
 # %% ../../nbs/24_playground.ipynb #1b0dae57
 def self_draft_frames(
