@@ -9,7 +9,7 @@ import fault_inject
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("job", ["mdlm", "dflash", "eagle3", "chat", "features"])
+@pytest.mark.parametrize("job", ["mdlm", "ddp", "dflash", "eagle3", "chat", "features"])
 def test_kill_and_resume_loses_nothing(job, capsys):
     # 3 kills per job here (the full 20-kill run is `python tools/fault_inject.py`; see bench/README.md)
     fault_inject.main(["--kills", "3", "--jobs", job, "--seed", "1"])

@@ -1,11 +1,12 @@
 """Fault injection: SIGKILL the kit's long-running commands at random moments and check that nothing is lost.
 
-    python tools/fault_inject.py   # 20 kills of a running process per job, 5 jobs (about 15 minutes on 2 cores)
+    python tools/fault_inject.py   # 20 kills of a running process per job, 6 jobs (about 20 minutes on 2 cores)
     python tools/fault_inject.py --kills 3 --jobs mdlm,dflash
 
-Jobs: `mdlm` (train), `dflash` (train-dflash), `eagle3` (train-eagle3), `chat` (make-chat-data), `features`
-(hidden-states), each on a tiny model so a run takes seconds. Checkpoints are saved every step, so many kills land
-inside a checkpoint write. A kill that comes after the process has already finished does not count: it keeps trying
+Jobs: `mdlm` (train), `ddp` (train as two processes under torchrun, gloo on the CPU), `dflash` (train-dflash),
+`eagle3` (train-eagle3), `chat` (make-chat-data), `features` (hidden-states), each on a tiny model so a run takes
+seconds. A kill takes the whole process tree (torchrun starts its workers in sessions of their own). Checkpoints are
+saved every step, so many kills land inside a checkpoint write. A kill that comes after the process has already finished does not count: it keeps trying
 (up to 4x the asked number) until the asked number of kills hit a running process. After every kill it checks that
 
 - every checkpoint on disk loads (with `weights_only=True`) and `latest` names a loadable one;
@@ -23,8 +24,9 @@ import argparse, json, os, random, shutil, signal, subprocess, sys, tempfile, ti
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TRAINERS = ("mdlm", "dflash", "eagle3")
-MODEL_DIR = {"mdlm": "inference", "dflash": "draft", "eagle3": "draft"}  # what each trainer exports
+TRAINERS = ("mdlm", "ddp", "dflash", "eagle3")
+MODEL_DIR = {"mdlm": "inference", "ddp": "inference", "dflash": "draft", "eagle3": "draft"}  # what each one exports
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
 EXE = str(Path(sys.executable).parent / "mdlm-kit")
 ENV = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "GRADIO_ANALYTICS_ENABLED": "False", "OMP_NUM_THREADS": "1"}
 
@@ -86,8 +88,9 @@ def commands(job: str, paths: dict, out: Path) -> tuple[list, list]:
         "--learning-rate",
         "3e-3",
     ]
-    if job == "mdlm":
+    if job in ("mdlm", "ddp"):
         cmd = [EXE, "train", "--config", str(paths["toml"]), "--output-dir", str(out), "--no-progress"]
+        cmd = TORCHRUN + cmd + ["--set", "training.batch_size=2"] if job == "ddp" else cmd  # 2 a process: 4 a step
         return cmd, cmd + ["--resume"]
     if job == "dflash":
         cmd = [EXE, "train-dflash", *drafter, "--block-size", "4", "--num-feature-layers", "2", "--num-anchors", "6"]
@@ -199,8 +202,26 @@ def run(cmd, timeout=600):
     return r
 
 
+def descendants(pid: int) -> list[int]:
+    "Every process below `pid`, read from Linux's /proc: torchrun's workers run in sessions of their own."
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # a process that ended while we read
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        below = children.get(todo.pop(), [])
+        out += below
+        todo += below
+    return out
+
+
 def kill_at(cmd, delay: float) -> bool:
-    "Start `cmd`, SIGKILL its process group after `delay` s; True if it was still running (a real kill)."
+    """Start `cmd`, SIGKILL it and every process below it after `delay` s; True if it was still running (a real
+    kill)."""
     p = subprocess.Popen(
         cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True
     )
@@ -208,7 +229,13 @@ def kill_at(cmd, delay: float) -> bool:
         p.wait(timeout=delay)
         return False
     except subprocess.TimeoutExpired:
+        tree = descendants(p.pid)
         os.killpg(p.pid, signal.SIGKILL)
+        for pid in tree:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         p.wait()
         return True
 
@@ -341,7 +368,7 @@ def inject(job: str, kills: int, paths: dict, work: Path, rng: random.Random) ->
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--kills", type=int, default=20)
-    ap.add_argument("--jobs", default="mdlm,dflash,eagle3,chat,features")
+    ap.add_argument("--jobs", default="mdlm,ddp,dflash,eagle3,chat,features")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
