@@ -6,8 +6,9 @@
 Jobs: `mdlm` (train), `ddp` (train as two processes under torchrun, gloo on the CPU), `dflash` (train-dflash),
 `eagle3` (train-eagle3), `chat` (make-chat-data), `features` (hidden-states), each on a tiny model so a run takes
 seconds. A kill takes the whole process tree (torchrun starts its workers in sessions of their own). Checkpoints are
-saved every step, so many kills land inside a checkpoint write. A kill that comes after the process has already finished does not count: it keeps trying
-(up to 4x the asked number) until the asked number of kills hit a running process. After every kill it checks that
+saved every step, so many kills land inside a checkpoint write. A kill that comes after the process has already
+finished does not count: it keeps trying (up to 4x the asked number) until the asked number of kills hit a running
+process. After every kill it checks that
 
 - every checkpoint on disk loads (with `weights_only=True`) and `latest` names a loadable one;
 - `events.jsonl` parses line by line (a torn last line is allowed: the kill can cut a write);
