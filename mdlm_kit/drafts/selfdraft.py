@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import weakref
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 import torch
@@ -72,7 +73,7 @@ class MaskRowAdapters(nn.Module):
         self.rows = None  # (n,) flat indices of this forward's mask rows (set by the embedding's hook)
         self.offsets = None  # (n,) their offsets in their block
         self._hooks = []
-        self._host = None  # id() of the target the hooks are in
+        self._host = None  # a weak reference to the target the hooks are in
 
     @property
     def scale(self) -> float:
@@ -131,7 +132,7 @@ def attach(self: MaskRowAdapters, target: TargetModel) -> TargetModel:
         return flat.index_copy(0, self.rows, self.mask_embed[self.offsets].to(out.dtype)).view_as(out)
 
     self._hooks = [emb.register_forward_pre_hook(find_rows), emb.register_forward_hook(embed_masks)]
-    self._host = id(target)
+    self._host = weakref.ref(target)
     mods = dict(target.model.named_modules())
     for i, name in enumerate(self.config.linears if self.config.rank else []):
         self._hooks.append(mods[name].register_forward_hook(self._lora_hook(i)))
@@ -592,7 +593,7 @@ def self_draft_proposer(draft, tables, k, tree_nodes=0, tree_top_k=4, min_confid
 def hook_in(draft: MaskRowAdapters, target: TargetModel):
     """The registry's `attach`: hook `draft` into `target` and return `draft.detach`, the undo; adapters already in
     this target stay in (nothing to undo)."""
-    if draft._host == id(target):
+    if draft._host is not None and draft._host() is target:
         return None
     draft.attach(target)
     return draft.detach
