@@ -448,24 +448,6 @@ class DFlashDraftModel(nn.Module):
             )
         return cast_weights(model, dtype).to(device)
 
-# %% ../../nbs/17_dflash.ipynb #8a07b5d1
-@patch
-def save_pretrained(self: DFlashDraftModel, directory, dtype=None):
-    """The reference layout: a Qwen3 config.json with `block_size`, `num_target_layers`, `dflash_config` +
-    model.safetensors."""
-    sd = {k: v for k, v in self.state_dict().items() if not k.startswith("rotary.")}
-    if self.mask_embedding is not None:  # a row past the target's vocabulary: only the kit can look it up
-        V = self.config.vocab_size
-        note_once(
-            f"this DFlash drafter owns its mask row (id {V}, past the target's {V} embedding rows: what "
-            "--mask-token-id auto gives when the tokenizer fills the vocabulary). The kit decodes with it; the "
-            "DFlash reference code and SGLang look the mask up in the target's embedding and cannot load it. For "
-            "them, train with --mask-token-id set to a token of the vocabulary that the data never uses."
-        )
-    config = {**reference_config(self.config), "auto_map": AUTO_MAP}  # transformers loads the file written here
-    extra = lambda d: (Path(d) / REMOTE_CODE).write_text(remote_code_source())  # noqa: E731
-    return save_model_dir(directory, sd, config, extra=extra, dtype=dtype)
-
 # %% ../../nbs/17_dflash.ipynb #703f7d78
 REMOTE_CODE = "modeling_dflash.py"  # the drafter's code beside its weights, for transformers' AutoModel
 AUTO_MAP = {"AutoModel": "modeling_dflash.DFlashForTransformers"}  # the config itself stays transformers' Qwen3Config
@@ -584,6 +566,24 @@ def is_dflash_config(cfg: dict) -> bool:
     return cfg.get("model_type") == LEGACY_MODEL_TYPE or (
         ARCHITECTURE in cfg.get("architectures", []) and "block_size" in cfg
     )
+
+# %% ../../nbs/17_dflash.ipynb #8a07b5d1
+@patch
+def save_pretrained(self: DFlashDraftModel, directory, dtype=None):
+    """The reference layout: a Qwen3 config.json with `block_size`, `num_target_layers`, `dflash_config` +
+    model.safetensors."""
+    sd = {k: v for k, v in self.state_dict().items() if not k.startswith("rotary.")}
+    if self.mask_embedding is not None:  # a row past the target's vocabulary: only the kit can look it up
+        V = self.config.vocab_size
+        note_once(
+            f"this DFlash drafter owns its mask row (id {V}, past the target's {V} embedding rows: what "
+            "--mask-token-id auto gives when the tokenizer fills the vocabulary). The kit decodes with it; the "
+            "DFlash reference code and SGLang look the mask up in the target's embedding and cannot load it. For "
+            "them, train with --mask-token-id set to a token of the vocabulary that the data never uses."
+        )
+    config = {**reference_config(self.config), "auto_map": AUTO_MAP}  # transformers loads the file written here
+    extra = lambda d: (Path(d) / REMOTE_CODE).write_text(remote_code_source())  # noqa: E731
+    return save_model_dir(directory, sd, config, extra=extra, dtype=dtype)
 
 # %% ../../nbs/17_dflash.ipynb #214eab3b
 def block_metrics(ce: torch.Tensor, correct: torch.Tensor, valid: torch.Tensor) -> dict:
