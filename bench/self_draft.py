@@ -106,12 +106,12 @@ def tokens_trained(cfg: dict, steps: int, tokenizer) -> dict:
     return {"conversations": len(data), "epochs": round(seen / len(data), 2), "tokens": round(seen * mean)}
 
 
-def adapt_command(run: Path) -> str:
-    "The `mdlm-kit adapt` command line of the run's settings (those that differ from the defaults)."
+def adapt_command(cfg: dict, run: Path) -> str:
+    "The `mdlm-kit adapt` command line of the run's settings `cfg` (those that differ from the defaults)."
     from dataclasses import asdict
     from mdlm_kit.drafts.selfdraft import AdaptSettings
 
-    cfg, base = json.loads((run / "adapt_config.json").read_text()), asdict(AdaptSettings())
+    base = asdict(AdaptSettings())
     flags = [f"--{k.replace('_', '-')} {v}" for k, v in cfg.items() if v != base[k]]
     return " ".join(["mdlm-kit adapt", *flags, f"--output-dir {run}"])
 
@@ -152,13 +152,14 @@ def main():
     before = measure_denoise(target, fresh, prompts, args.max_new_tokens, th0, eos)
     fresh.detach()
     shown = runs[th0]
+    tr = train_figures(Path(args.run))
     out = {
         "bench_command": "python " + " ".join(sys.argv),
-        "adapt_command": adapt_command(Path(args.run)),
+        "adapt_command": adapt_command(tr["config"], Path(args.run)),
         "machine": machine_summary(),
         "block_size": ad.config.block_size,
         "threshold": th0,
-        "train": (tr := train_figures(Path(args.run))) | tokens_trained(tr["config"], tr["steps"], tok),
+        "train": tr | tokens_trained(tr["config"], tr["steps"], tok),
         "target_nll": round(base, 4),
         "by_threshold": {
             str(th): {
