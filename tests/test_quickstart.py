@@ -72,6 +72,10 @@ def test_quickstart_learns_and_compares_with_ar(tmp_path):
     )
     assert r2.returncode == 0, r2.stderr[-2000:]
     assert r2.stdout.count("already holds a finished") == 2, r2.stdout
+    # and the comparison of those very weights: read back, not scored again, the same figures printed
+    assert "reusing " in r2.stdout and "comparison.json: it scored these very weights" in r2.stdout, r2.stdout
+    assert f"MDLM / AR = {c['mdlm_over_ar']:.2f}x" in r2.stdout
+    assert json.loads((out / "comparison.json").read_text()) == c
 
 
 def test_sample_bodies_leave_out_headers_and_prompts():

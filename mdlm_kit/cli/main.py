@@ -24,8 +24,9 @@ from ..drafts.speculate import chat_ids
 
 # %% auto #0
 __all__ = ['USER_ERRORS', 'QUICKSTART_SAMPLES', 'UsageError', 'build_config', 'cmd_prepare', 'cmd_train', 'cmd_sample',
-           'cmd_eval', 'compare_runs', 'print_comparison', 'cmd_quickstart', 'parse_objective', 'sweep_row',
-           'cmd_sweep', 'plot_sweep', 'playground_setup', 'cmd_playground', 'make_parser', 'main']
+           'cmd_eval', 'compare_runs', 'print_comparison', 'weights_sha256', 'comparison_of', 'cmd_quickstart',
+           'parse_objective', 'sweep_row', 'cmd_sweep', 'plot_sweep', 'playground_setup', 'cmd_playground',
+           'make_parser', 'main']
 
 # %% ../../nbs/26_cli.ipynb #1119a53d
 class UsageError(KitError, ValueError):
@@ -282,6 +283,29 @@ def print_comparison(c: dict):
     print(f"  {'AR baseline, exact NLL':34}{a['nats_per_token']:>11.3f}{a['bits_per_char']:>11.3f}")
     print(f"  MDLM / AR = {c['mdlm_over_ar']:.2f}x   MDLM / unigram = {c['mdlm_over_unigram']:.2f}x")
 
+# %% ../../nbs/26_cli.ipynb #d3bfcf51
+def weights_sha256(run: Path) -> str:
+    "SHA-256 of a run's inference weights (`RUN/inference/model.safetensors`)."
+    import hashlib
+
+    return hashlib.sha256((Path(run) / "inference" / "model.safetensors").read_bytes()).hexdigest()
+
+
+def comparison_of(out: Path, mdlm_model, ar_model, data: PackedData, compare=compare_runs) -> dict:
+    "`compare(...)` of the two runs, saved in `out/comparison.json`; the saved one when it scored these weights."
+    weights = {"mdlm": weights_sha256(out), "ar": weights_sha256(out / "ar")}
+    saved = Path(out) / "comparison.json"
+    try:
+        old = json.loads(saved.read_text()) if saved.is_file() else {}
+    except ValueError:  # not JSON (written by hand, say): scored again
+        old = {}
+    if old.get("weights") == weights:
+        print(f"reusing {saved}: it scored these very weights")
+        return old
+    c = {**compare(mdlm_model, ar_model, data), "weights": weights}
+    atomic_write_text(saved, json.dumps(c, indent=2) + "\n")
+    return c
+
 # %% ../../nbs/26_cli.ipynb #68415324
 def cmd_quickstart(args):
     import torch
@@ -327,9 +351,7 @@ def cmd_quickstart(args):
             f"{known_word_fraction(text[len('The for statement') :], words):.0%} "
             f"of its words occur in the training text"
         )
-        c = compare_runs(model, ar_model, data)
-        atomic_write_text(out / "comparison.json", json.dumps(c, indent=2) + "\n")
-        print_comparison(c)
+        print_comparison(comparison_of(out, model, ar_model, data))
     print(
         f"\nInference checkpoint: {out / 'inference'}\nTry: mdlm-kit sample --checkpoint {out / 'inference'} "
         f"--prompt \"The import system\" --length 64 --steps 64 --sampler confidence --seed 1"

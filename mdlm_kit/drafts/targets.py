@@ -6,7 +6,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/targets.html.md"""
 
 # %% ../../nbs/14_targets.ipynb #2ef4e445
 from __future__ import annotations
-import hashlib, importlib.util, json
+import hashlib, importlib.util, json, os, shutil, tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 import torch
@@ -19,11 +19,11 @@ from ..core.layers import PackedLinear, few_rows_linear, few_rows_linears, int8_
 
 # %% auto #0
 __all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'LLAMA3_TEMPLATE', 'CHAT_TEMPLATES', 'ROW_ATTENTION_MAX', 'TargetError',
-           'resolve_target', 'TargetOutput', 'weights_fingerprint', 'target_digest', 'digests_match', 'TargetModel',
-           'TargetEmbeddingsAndHead', 'target_shape', 'flatten_draft_config', 'rotary_embedding', 'DraftShape',
-           'read_draft_config', 'feature_scaled_init_', 'chat_template_from', 'tiny_tokenizer', 'tiny_target',
-           'row_attention', 'exact_rows', 'rows_attention', 'needs_exact_rows', 'check_exact_rows', 'int8_target',
-           'decoding_target']
+           'resolve_target', 'kit_cache_dir', 'file_sha256', 'converted_gguf', 'TargetOutput', 'weights_fingerprint',
+           'target_digest', 'digests_match', 'TargetModel', 'TargetEmbeddingsAndHead', 'target_shape',
+           'flatten_draft_config', 'rotary_embedding', 'DraftShape', 'read_draft_config', 'feature_scaled_init_',
+           'chat_template_from', 'tiny_tokenizer', 'tiny_target', 'row_attention', 'exact_rows', 'rows_attention',
+           'needs_exact_rows', 'check_exact_rows', 'int8_target', 'decoding_target']
 
 # %% ../../nbs/14_targets.ipynb #d1437718
 class TargetError(KitError, ValueError):
@@ -72,6 +72,53 @@ def resolve_target(name_or_path: str | Path) -> tuple[str, str | None]:
             f"target {s!r} is neither a model directory, a .gguf file, nor one of {sorted(KNOWN_TARGETS)}."
         )
     return s, None  # a hub id such as HuggingFaceTB/SmolLM2-135M-Instruct
+
+# %% ../../nbs/14_targets.ipynb #291545f0
+def kit_cache_dir() -> Path:
+    "Where the kit keeps what it makes once: `$MDLM_KIT_CACHE`, else `$XDG_CACHE_HOME/mdlm_kit` or `~/.cache/mdlm_kit`."
+    if os.environ.get("MDLM_KIT_CACHE"):
+        return Path(os.environ["MDLM_KIT_CACHE"]).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mdlm_kit"
+
+
+def file_sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def converted_gguf(path: str, gguf: str) -> Path:
+    """The GGUF file `path/gguf` as a transformers directory (config, fp32 safetensors, tokenizer), converted on the
+    first call and kept in `kit_cache_dir()/gguf/STEM-SHA`; written beside it and renamed in, so a killed conversion
+    leaves nothing half-made and two processes converting at once both end with one whole copy."""
+    from safetensors.torch import save_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    src = Path(path) / gguf
+    digest = file_sha256(src)
+    d = kit_cache_dir() / "gguf" / f"{src.stem}-{digest[:16]}"
+    if (d / "source.json").is_file():
+        return d
+    model = AutoModelForCausalLM.from_pretrained(path, gguf_file=gguf, dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(path, gguf_file=gguf)
+    d.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=d.parent, prefix=f".{d.name}."))
+    try:  # transformers will not save_pretrained a model it read from GGUF: its config and weights, written here
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)
+        (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        save_model(model, str(tmp / "model.safetensors"))  # a tied head is stored once
+        tok.save_pretrained(tmp)
+        (tmp / "source.json").write_text(json.dumps({"gguf": str(src), "sha256": digest}) + "\n")  # written last
+        os.rename(tmp, d)
+    except OSError:
+        if not (d / "source.json").is_file():
+            raise
+    finally:  # another process's copy got there first, or this one failed: nothing half-made is left
+        shutil.rmtree(tmp, ignore_errors=True)
+    return d
 
 # %% ../../nbs/14_targets.ipynb #c4bf9621
 @dataclass
@@ -149,10 +196,10 @@ def from_pretrained(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     path, gguf = resolve_target(name_or_path)
-    kw = {"gguf_file": gguf} if gguf else {}
-    if trust_remote_code:
-        kw["trust_remote_code"] = True
+    kw = {"trust_remote_code": True} if trust_remote_code else {}
     try:
+        if gguf:  # converted once, then read as a transformers directory
+            path = str(converted_gguf(path, gguf))
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kw)
         tok = AutoTokenizer.from_pretrained(path, **kw) if load_tokenizer else None
     except ImportError as e:
