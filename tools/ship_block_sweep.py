@@ -5,6 +5,10 @@ tokenizer, provenance.json); with --output another file of rows (the repetition 
     python tools/ship_block_sweep.py --sweeps runs/sweep_bd3lm runs/sweep_armdlm runs/sweep_blocks \\
         --model runs/sweep_bd3lm/runs/bd3lm4_seed0_frac1
     python tools/ship_block_sweep.py --sweeps runs/sweep_rep05 runs/sweep_rep25 --output repetition_sweep.json
+    python tools/ship_block_sweep.py --sweeps runs/sweep_s1 --output shakespeare_sweep.json --merge
+
+With --merge the rows and commands already shipped in the output file are kept (new seeds beside old ones), and a row
+of the same objective, block, steps, seed and corpus fraction is refused.
 
 The sweeps must share one packed data set (same corpus, tokenizer and validation split): checked.
 """
@@ -24,6 +28,7 @@ def main():
     ap.add_argument("--sweeps", nargs="+", required=True, help="sweep output directories")
     ap.add_argument("--model", default="", help="the run whose inference directory to ship (none: rows only)")
     ap.add_argument("--output", default="block_sweep.json", help="the file in nbs/data the rows go to")
+    ap.add_argument("--merge", action="store_true", help="keep the rows already in the output file (same data only)")
     args = ap.parse_args()
     rows, commands, data_keys = [], [], set()
     for d in map(Path, args.sweeps):
@@ -32,9 +37,16 @@ def main():
         data_keys.add((meta["tokenizer_sha256"], meta["corpus_sha256"], meta["n_val_blocks"]))
         rows += rec["rows"]
         commands.append(rec["command"])
+    out = ROOT / "nbs" / "data"
+    if args.merge:
+        old = json.loads((out / args.output).read_text())
+        data_keys.add(tuple(old["data"][k] for k in ("tokenizer", "corpus", "val_blocks")))
+        key = lambda r: (r["objective"], r["block_length"], r["steps"], r["seed"], r["corpus_fraction"])
+        if twice := {key(r) for r in old["rows"]} & {key(r) for r in rows}:
+            raise SystemExit(f"rows already shipped in {args.output}: {sorted(twice, key=str)}")
+        rows, commands = old["rows"] + rows, old["commands"] + commands
     if len(data_keys) != 1:
         raise SystemExit(f"the sweeps were packed differently ({data_keys}); merge only sweeps of one data set.")
-    out = ROOT / "nbs" / "data"
     record = {
         "commands": commands,
         "data": dict(zip(("tokenizer", "corpus", "val_blocks"), data_keys.pop())),
