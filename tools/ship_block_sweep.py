@@ -30,7 +30,7 @@ def main():
     ap.add_argument("--output", default="block_sweep.json", help="the file in nbs/data the rows go to")
     ap.add_argument("--merge", action="store_true", help="keep the rows already in the output file (same data only)")
     args = ap.parse_args()
-    rows, commands, data_keys = [], [], set()
+    rows, commands, data_keys, notes = [], [], set(), []
     for d in map(Path, args.sweeps):
         rec = json.loads((d / "sweep.json").read_text())
         meta = json.loads((d / "data" / "meta.json").read_text())
@@ -45,13 +45,14 @@ def main():
         if twice := {key(r) for r in old["rows"]} & {key(r) for r in rows}:
             raise SystemExit(f"rows already shipped in {args.output}: {sorted(twice, key=str)}")
         rows, commands = old["rows"] + rows, old["commands"] + commands
+        notes = old.get("notes", [])  # what the earlier sweeps' provenance needs said (kept; edit them by hand)
     if len(data_keys) != 1:
         raise SystemExit(f"the sweeps were packed differently ({data_keys}); merge only sweeps of one data set.")
     record = {
         "commands": commands,
         "data": dict(zip(("tokenizer", "corpus", "val_blocks"), data_keys.pop())),
         "rows": rows,
-    }
+    } | ({"notes": notes} if notes else {})
     (out / args.output).write_text(json.dumps(record, indent=1) + "\n")
     print(f"{len(rows)} rows into nbs/data/{args.output}")
     if not args.model:
