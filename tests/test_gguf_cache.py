@@ -50,7 +50,7 @@ def test_a_failed_conversion_leaves_nothing(fake_gguf, monkeypatch):
     def full_disk(*a, **k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(safetensors.torch, "save_model", full_disk)
+    monkeypatch.setattr(safetensors.torch, "save_file", full_disk)
     with pytest.raises(OSError, match="No space left"):
         converted_gguf(str(tmp), "m.gguf")
     assert list((tmp / "cache" / "gguf").iterdir()) == []

@@ -8,7 +8,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/cli.html.md"""
 from __future__ import annotations
 import argparse, json, sys
 from pathlib import Path
-from ..core.checkpoint import atomic_write_text, read_events
+from ..core.checkpoint import atomic_write_text, file_sha256, read_events
 from ..core.config import ExperimentConfig, add_config_flags, add_run_flags, apply_overrides, apply_settings
 from ..core.config import command, load_config
 from ..core.config import settings_from_flags, to_dict, to_toml, validate
@@ -286,9 +286,7 @@ def print_comparison(c: dict):
 # %% ../../nbs/26_cli.ipynb #d3bfcf51
 def weights_sha256(run: Path) -> str:
     "SHA-256 of a run's inference weights (`RUN/inference/model.safetensors`)."
-    import hashlib
-
-    return hashlib.sha256((Path(run) / "inference" / "model.safetensors").read_bytes()).hexdigest()
+    return file_sha256(Path(run) / "inference" / "model.safetensors")
 
 
 def comparison_of(out: Path, mdlm_model, ar_model, data: PackedData, compare=compare_runs) -> dict:

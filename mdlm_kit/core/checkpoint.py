@@ -6,7 +6,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/checkpoint.html.md"""
 
 # %% ../../nbs/04_checkpoint.ipynb #8e65ea1a
 from __future__ import annotations
-import json, os, re, shutil, tempfile, uuid
+import hashlib, json, os, re, shutil, tempfile, uuid
 from pathlib import Path
 from typing import Any
 import torch
@@ -15,9 +15,9 @@ from .device import KitError
 
 # %% auto #0
 __all__ = ['TRAINING_STATE_FORMAT', 'CheckpointError', 'atomic_write', 'atomic_write_text', 'atomic_torch_save',
-           'safe_torch_load', 'CheckpointManager', 'resume_point', 'read_events', 'trim_events', 'append_jsonl',
-           'repair_jsonl', 'weights_dtype', 'exchange_paths', 'clean_model_dir_leftovers', 'save_model_dir',
-           'load_model_dir', 'standalone_source', 'adopt_modules']
+           'safe_torch_load', 'file_sha256', 'CheckpointManager', 'resume_point', 'read_events', 'trim_events',
+           'append_jsonl', 'repair_jsonl', 'weights_dtype', 'exchange_paths', 'clean_model_dir_leftovers',
+           'save_model_dir', 'load_model_dir', 'standalone_source', 'adopt_modules']
 
 # %% ../../nbs/04_checkpoint.ipynb #f008cfb8
 class CheckpointError(KitError, RuntimeError):
@@ -81,6 +81,15 @@ def safe_torch_load(path: str | Path, what: str = "checkpoint") -> Any:
             f"{what} {str(path)!r} cannot be read: it is truncated, corrupt or not a torch file "
             f"({msg}). Delete it to fall back to an earlier checkpoint, or start afresh."
         ) from None
+
+# %% ../../nbs/04_checkpoint.ipynb #ae727671
+def file_sha256(path: str | Path) -> str:
+    "SHA-256 of a file's bytes, read in 4 MB pieces (a model file need not fit in memory twice)."
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 # %% ../../nbs/04_checkpoint.ipynb #0e904048
 TRAINING_STATE_FORMAT = "mdlm_kit.training_state.v1"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import hashlib, json, random, re
 from pathlib import Path
 import torch
-from ..core.checkpoint import append_jsonl, atomic_torch_save, repair_jsonl, safe_torch_load, CheckpointError
+from ..core.checkpoint import append_jsonl, atomic_torch_save, file_sha256, repair_jsonl, safe_torch_load
+from ..core.checkpoint import CheckpointError
 from ..text.tokenizer import tokenizer_sha256
 from ..core.device import KitError
 
@@ -210,18 +211,10 @@ def tokenize_preformatted(
     return _sample(ids, mask, max_length)
 
 # %% ../../nbs/16_chat_data.ipynb #80c455d8
-def _file_sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def dataset_key(path, tokenizer, max_length, train_only_last_turn, is_preformatted) -> str:
     "The cache key: data content, max length, flags, chat template and tokenizer."
     spec = {
-        "data": _file_sha(Path(path)),
+        "data": file_sha256(path),
         "max_length": max_length,
         "last": train_only_last_turn,
         "pre": is_preformatted,

@@ -13,17 +13,18 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from fastcore.basics import patch
+from ..core.checkpoint import file_sha256
 from ..core.config import ConfigError
 from ..core.device import KitError
 from ..core.layers import PackedLinear, few_rows_linear, few_rows_linears, int8_linears
 
 # %% auto #0
 __all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'LLAMA3_TEMPLATE', 'CHAT_TEMPLATES', 'ROW_ATTENTION_MAX', 'TargetError',
-           'resolve_target', 'kit_cache_dir', 'file_sha256', 'converted_gguf', 'TargetOutput', 'weights_fingerprint',
-           'target_digest', 'digests_match', 'TargetModel', 'TargetEmbeddingsAndHead', 'target_shape',
-           'flatten_draft_config', 'rotary_embedding', 'DraftShape', 'read_draft_config', 'feature_scaled_init_',
-           'chat_template_from', 'tiny_tokenizer', 'tiny_target', 'row_attention', 'exact_rows', 'rows_attention',
-           'needs_exact_rows', 'check_exact_rows', 'int8_target', 'decoding_target']
+           'resolve_target', 'kit_cache_dir', 'converted_gguf', 'pretrained_path', 'TargetOutput',
+           'weights_fingerprint', 'target_digest', 'digests_match', 'TargetModel', 'TargetEmbeddingsAndHead',
+           'target_shape', 'flatten_draft_config', 'rotary_embedding', 'DraftShape', 'read_draft_config',
+           'feature_scaled_init_', 'chat_template_from', 'tiny_tokenizer', 'tiny_target', 'row_attention', 'exact_rows',
+           'rows_attention', 'needs_exact_rows', 'check_exact_rows', 'int8_target', 'decoding_target']
 
 # %% ../../nbs/14_targets.ipynb #d1437718
 class TargetError(KitError, ValueError):
@@ -81,19 +82,11 @@ def kit_cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mdlm_kit"
 
 
-def file_sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def converted_gguf(path: str, gguf: str) -> Path:
     """The GGUF file `path/gguf` as a transformers directory (config, fp32 safetensors, tokenizer), converted on the
     first call and kept in `kit_cache_dir()/gguf/STEM-SHA`; written beside it and renamed in, so a killed conversion
     leaves nothing half-made and two processes converting at once both end with one whole copy."""
-    from safetensors.torch import save_model
+    from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     src = Path(path) / gguf
@@ -109,7 +102,12 @@ def converted_gguf(path: str, gguf: str) -> Path:
         config = model.config.to_dict()
         config.pop("quantization_config", None)
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-        save_model(model, str(tmp / "model.safetensors"))  # a tied head is stored once
+        tables, seen = {}, set()  # a tied head is stored once, under the embedding's name (as save_pretrained does)
+        for k, v in model.state_dict().items():
+            if v.data_ptr() not in seen:
+                seen.add(v.data_ptr())
+                tables[k] = v.contiguous()
+        save_file(tables, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         tok.save_pretrained(tmp)
         (tmp / "source.json").write_text(json.dumps({"gguf": str(src), "sha256": digest}) + "\n")  # written last
         os.rename(tmp, d)
@@ -119,6 +117,12 @@ def converted_gguf(path: str, gguf: str) -> Path:
     finally:  # another process's copy got there first, or this one failed: nothing half-made is left
         shutil.rmtree(tmp, ignore_errors=True)
     return d
+
+
+def pretrained_path(name_or_path) -> str:
+    "What transformers' `from_pretrained` reads for a target (`resolve_target`): a GGUF file's converted directory."
+    path, gguf = resolve_target(name_or_path)
+    return str(converted_gguf(path, gguf)) if gguf else path
 
 # %% ../../nbs/14_targets.ipynb #c4bf9621
 @dataclass
@@ -195,11 +199,9 @@ def from_pretrained(
     "`resolve_target`); `trust_remote_code` runs the repo's own model code."
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path, gguf = resolve_target(name_or_path)
     kw = {"trust_remote_code": True} if trust_remote_code else {}
     try:
-        if gguf:  # converted once, then read as a transformers directory
-            path = str(converted_gguf(path, gguf))
+        path = pretrained_path(name_or_path)  # a GGUF file: converted once, then read as a transformers directory
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kw)
         tok = AutoTokenizer.from_pretrained(path, **kw) if load_tokenizer else None
     except ImportError as e:
@@ -305,10 +307,9 @@ class TargetEmbeddingsAndHead(nn.Module):
         dtype=torch.float32,
         device="cpu",
     ):
-        "Read only the two tables from a safetensors directory; other sources load the model once."
-        path, gguf = resolve_target(name_or_path)
-        d = Path(path)
-        if gguf is None and d.is_dir() and (list(d.glob("*.safetensors"))):
+        "Read only the two tables from a safetensors directory (a GGUF's converted one too); a hub id loads the model."
+        d = Path(pretrained_path(name_or_path))
+        if d.is_dir() and list(d.glob("*.safetensors")):
             from safetensors import safe_open
 
             index = d / "model.safetensors.index.json"
@@ -325,7 +326,7 @@ class TargetEmbeddingsAndHead(nn.Module):
             emb = read(embedding_key)
             if emb is None:
                 raise TargetError(
-                    f"{path!r} has no tensor {embedding_key!r}; pass --embedding-key with the name of the "
+                    f"{str(d)!r} has no tensor {embedding_key!r}; pass --embedding-key with the name of the "
                     "input embedding weight."
                 )
             head = read(lm_head_key)
@@ -333,7 +334,7 @@ class TargetEmbeddingsAndHead(nn.Module):
                 cfg = json.loads((d / "config.json").read_text())
                 if not cfg.get("tie_word_embeddings", False):
                     raise TargetError(
-                        f"{path!r} has no tensor {lm_head_key!r} and does not tie its embeddings; pass "
+                        f"{str(d)!r} has no tensor {lm_head_key!r} and does not tie its embeddings; pass "
                         "--lm-head-key with the name of the output head weight."
                     )
             return cls(emb.to(dtype), None if head is None else head.to(dtype)).to(device)

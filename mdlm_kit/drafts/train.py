@@ -360,12 +360,10 @@ def _target_tables(self: DraftTrainer, target):
         )
     else:
         from transformers import AutoConfig
-        from mdlm_kit.drafts.targets import resolve_target, target_digest
+        from mdlm_kit.drafts.targets import pretrained_path, target_digest
 
-        path, gguf = resolve_target(cfg.target.target_model_path)
-        tconf = AutoConfig.from_pretrained(
-            path, trust_remote_code=cfg.target.trust_remote_code, **({"gguf_file": gguf} if gguf else {})
-        )
+        path = pretrained_path(cfg.target.target_model_path)  # the directory the tables below are read from
+        tconf = AutoConfig.from_pretrained(path, trust_remote_code=cfg.target.trust_remote_code)
         self.tables = TargetEmbeddingsAndHead.from_pretrained(
             cfg.target.target_model_path, cfg.target.embedding_key, cfg.target.lm_head_key
         )
