@@ -54,11 +54,10 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def corpus_file(tmp_path_factory) -> Path:
     "About 80 KB of real English: Python's reference topics."
-    import pydoc_data.topics
+    from mdlm_kit.text.data import reference_topics
 
-    topics = pydoc_data.topics.topics
     p = tmp_path_factory.mktemp("corpus") / "topics.txt"
-    p.write_text("\n\n".join(topics[k] for k in sorted(topics)[:20]), encoding="utf-8")
+    p.write_text("\n\n".join(list(reference_topics().values())[:20]), encoding="utf-8")
     return p
 
 

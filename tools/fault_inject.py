@@ -44,13 +44,12 @@ def tiny_toml(corpus: Path, steps: int) -> str:
 
 def setup(work: Path) -> dict:
     "A corpus, a tiny target saved to disk, and a small chat file."
-    import pydoc_data.topics
     from mdlm_kit.drafts.chat_data import topics_chat
     from mdlm_kit.drafts.targets import tiny_target
+    from mdlm_kit.text.data import reference_topics
 
-    topics = pydoc_data.topics.topics
     corpus = work / "corpus.txt"
-    corpus.write_text("\n\n".join(topics[k] for k in sorted(topics)[:20]), encoding="utf-8")
+    corpus.write_text("\n\n".join(list(reference_topics().values())[:20]), encoding="utf-8")
     tgt = tiny_target("qwen3", num_layers=5)
     tgt.model.save_pretrained(work / "target")
     tgt.tokenizer.save_pretrained(work / "target")

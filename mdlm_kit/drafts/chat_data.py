@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 from ..core.checkpoint import append_jsonl, atomic_torch_save, file_sha256, repair_jsonl, safe_torch_load
 from ..core.checkpoint import CheckpointError
+from ..text.data import reference_topics
 from ..text.tokenizer import tokenizer_sha256
 from ..core.device import KitError
 
@@ -86,18 +87,15 @@ def load_conversations(path: str | Path, require_assistant: bool = True) -> list
 # %% ../../nbs/16_chat_data.ipynb #f2909923
 def topics_chat(path, n: int = 10, answer_chars: int = 400) -> Path:
     "Write a chat JSONL of `n` conversations that ask about Python's reference topics and answer with their text."
-    import pydoc_data.topics
-
-    topics = pydoc_data.topics.topics
     rows = [
         {
             "id": f"c{i}",
             "conversations": [
                 {"role": "user", "content": f"Explain {k}."},
-                {"role": "assistant", "content": topics[k][:answer_chars]},
+                {"role": "assistant", "content": text[:answer_chars]},
             ],
         }
-        for i, k in enumerate(sorted(topics)[:n])
+        for i, (k, text) in enumerate(list(reference_topics().items())[:n])
     ]
     Path(path).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return Path(path)
@@ -489,9 +487,9 @@ def _reasoning_prompts(rng: random.Random) -> list[str]:
 # %% ../../nbs/16_chat_data.ipynb #dfa94724
 def _prompt_kinds() -> dict[str, list[str]]:
     "The embedded prompts by kind, in a fixed order."
-    import sys, pydoc_data.topics
+    import sys
 
-    topics = [re.sub(r"[-_]", " ", k) for k in sorted(pydoc_data.topics.topics) if k.isidentifier() or "-" in k]
+    topics = [re.sub(r"[-_]", " ", k) for k in reference_topics() if k.isidentifier() or "-" in k]
     mods = [f"the {m} module" for m in sorted(getattr(sys, "stdlib_module_names", ())) if not m.startswith("_")]
     return {
         "python": [t.format(s) for s in topics + mods for t in PROMPT_TEMPLATES],

@@ -16,6 +16,7 @@ from fastcore.basics import patch
 from ..core.checkpoint import file_sha256
 from ..core.config import ConfigError
 from ..core.device import KitError
+from ..text.data import reference_topics
 from ..core.layers import PackedLinear, few_rows_linear, few_rows_linears, int8_linears
 
 # %% auto #0
@@ -527,10 +528,7 @@ def tiny_tokenizer(texts=None, vocab_size: int = 320, chat_template: str | None 
     from transformers import PreTrainedTokenizerFast
 
     if texts is None:
-        import pydoc_data.topics
-
-        t = pydoc_data.topics.topics
-        texts = [t[k] for k in sorted(t)[:12]]
+        texts = list(reference_topics().values())[:12]
     specials = ["<|pad|>", "<|im_start|>", "<|im_end|>"]
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

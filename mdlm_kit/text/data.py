@@ -23,8 +23,8 @@ from mdlm_kit.text.tokenizer import (
 )
 
 # %% auto #0
-__all__ = ['WORD', 'META_FORMAT', 'DataError', 'known_word_fraction', 'stdlib_docstrings', 'embedded_corpus', 'read_corpus',
-           'tokenize_documents', 'prepare_data', 'PackedData', 'DeterministicBatchSampler']
+__all__ = ['WORD', 'META_FORMAT', 'DataError', 'known_word_fraction', 'stdlib_docstrings', 'reference_topics', 'embedded_corpus',
+           'read_corpus', 'tokenize_documents', 'prepare_data', 'PackedData', 'DeterministicBatchSampler']
 
 # %% ../../nbs/06_data.ipynb #4fd1ef3f
 class DataError(KitError, ValueError):
@@ -75,12 +75,17 @@ def stdlib_docstrings(min_chars: int = 40) -> list[str]:
     return docs
 
 
-def embedded_corpus() -> list[str]:
-    "The offline default corpus: Python's reference topics, then stdlib docstrings (about 1.9 MB of text)."
+def reference_topics() -> dict[str, str]:
+    "Python's language reference as `{topic: text}` in sorted order (`pydoc_data.topics`, what `help('for')` prints)."
     import pydoc_data.topics
 
     topics = pydoc_data.topics.topics
-    return [topics[k].strip() for k in sorted(topics)] + stdlib_docstrings()
+    return {k: topics[k] for k in sorted(topics)}
+
+
+def embedded_corpus() -> list[str]:
+    "The offline default corpus: Python's reference topics, then stdlib docstrings (about 1.9 MB of text)."
+    return [t.strip() for t in reference_topics().values()] + stdlib_docstrings()
 
 # %% ../../nbs/06_data.ipynb #77e720ef
 def read_corpus(spec: str, text_field: str = "text") -> list[str]:

@@ -15,6 +15,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # before gradio is i
 import torch
 from matplotlib.figure import Figure
 from ..core.device import KitError
+from ..text.data import reference_topics
 from ..mdlm.block import block_diffusion_steps
 from ..mdlm.sampling import SAMPLERS, decode, diffusion_steps, load_inference, objective_of
 from ..drafts.verification import DecodeResult, plain_decode, speculative_decode, summarize_runs
@@ -89,13 +90,11 @@ def allowed_checkpoint(path, roots) -> Path:
 # %% ../../nbs/24_playground.ipynb #525913fd
 def demo_checkpoint(directory, vocab_size: int = 400, seed: int = 0) -> Path:
     "Write a tiny untrained diffusion model and its tokenizer as an inference directory (for tests and demos)."
-    import pydoc_data.topics
     from mdlm_kit.core.config import ModelConfig
     from mdlm_kit.mdlm.model import DiffusionTransformer
     from mdlm_kit.text.tokenizer import train_tokenizer
 
-    topics = pydoc_data.topics.topics
-    tok = train_tokenizer([topics[k] for k in sorted(topics)[:10]], vocab_size=vocab_size)
+    tok = train_tokenizer(list(reference_topics().values())[:10], vocab_size=vocab_size)
     torch.manual_seed(seed)
     m = DiffusionTransformer(
         ModelConfig(
