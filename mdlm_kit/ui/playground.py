@@ -539,7 +539,7 @@ def _speculative_tab(pg: Playground, gr):
             _speculate_handler(pg, gr), [sprompt, snew, sk, stemp, sseed], [sout, sstat, sjson], api_name="speculate"
         )
 
-
+# %% ../../nbs/24_playground.ipynb #e39ddc91
 def build_app(pg: Playground):
     "The Gradio Blocks app: a diffusion tab and, with a target and drafter, a speculative-decoding tab."
     import gradio as gr
@@ -550,7 +550,7 @@ def build_app(pg: Playground):
         _speculative_tab(pg, gr)
     return demo.queue(default_concurrency_limit=1, max_size=pg.limits.max_queue)
 
-# %% ../../nbs/24_playground.ipynb #e39ddc91
+
 def launch(pg: Playground, host: str = "127.0.0.1", port: int = 7860, block: bool = True):
     "Build and serve the app; returns (demo, local_url)."
     if host not in ("127.0.0.1", "localhost", "::1"):
