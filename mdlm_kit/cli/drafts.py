@@ -10,9 +10,10 @@ import json
 import tomllib
 from pathlib import Path
 from ..drafts.train import DraftTrainConfig, DraftTrainer
-from ..drafts.dflash import build_target_layer_ids
 from ..core.config import ConfigError, add_config_flags, add_run_flags, apply_settings, command
-from ..core.config import settings_from_flags
+from ..core.config import settings_for, settings_from_flags
+from ..drafts.chat_data import ChatDataSettings
+from ..drafts.features import HiddenStatesSettings
 from ..core.device import launched_world_size
 from ..drafts.speculate import DecodeSettings
 from ..drafts.verification import drafters
@@ -95,74 +96,63 @@ def _add_adapt(sub):
     add_config_flags(p, AdaptSettings)
 
 # %% ../../nbs/25_draft_cli.ipynb #5f7d3788
-def cmd_make_chat_data(args):
-    from mdlm_kit.drafts.chat_data import embedded_prompts, load_conversations, regenerate_conversations
-    from mdlm_kit.drafts.chat_data import self_written_prompts, take_turns
-    from mdlm_kit.drafts.targets import decoding_target
+def _decoding_target(name: str, d: DecodeSettings, tokens_per_forward: int):
+    "The target `name` on `d.device`, its weights in the precision `d.precision` gives forwards of that many tokens."
     from mdlm_kit.core.device import inference_precision, resolve_device
+    from mdlm_kit.drafts.targets import decoding_target
 
-    prompts = (
-        embedded_prompts(args.num_prompts, seed=args.seed)
-        if args.prompts == "embedded"
-        else load_conversations(args.prompts, require_assistant=False)[: args.num_prompts or None]
+    dev = resolve_device(d.device)
+    return decoding_target(name, dev, inference_precision(d.precision, dev, tokens_per_forward=tokens_per_forward))
+
+
+def cmd_make_chat_data(args):
+    "Answer prompts with the target (self-distillation): lesson 16's `make_chat_data` with the flags' settings."
+    from mdlm_kit.drafts.chat_data import chat_prompts, make_chat_data
+
+    s = settings_for(args, ChatDataSettings)
+    prompts = chat_prompts(s)  # a bad prompts file is refused before the target loads
+    tgt = _decoding_target(s.target, settings_for(args, DecodeSettings), s.batch_size)  # a batch decodes together
+    n = make_chat_data(tgt, s, prompts, progress=not args.no_progress)
+    print(f"wrote {n} new conversations to {s.output}")
+
+
+def _add_make_chat_data(sub):
+    "The `mdlm-kit make-chat-data` command and its flags."
+    p = command(
+        sub,
+        "make-chat-data",
+        cmd_make_chat_data,
+        help="self-distil: answer prompts with the target",
+        description="Regenerate assistant turns with the target (greedy by default); appends, so an "
+        "interrupted run resumes where it stopped.",
     )
-    s = apply_settings(DecodeSettings(), settings_from_flags(args))
-    dev = resolve_device(s.device)
-    prec = inference_precision(s.precision, dev, tokens_per_forward=args.batch_size)  # a batch decodes together
-    tgt = decoding_target(args.target, dev, prec)
-    if args.self_prompts:  # Magpie: the target writes these itself; they take turns with the others
-        out = Path(args.output)
-        own = out.with_name(out.stem + ".self_prompts.jsonl")
-        prompts = take_turns(
-            prompts, self_written_prompts(tgt, args.self_prompts, own, seed=args.seed, batch_size=args.batch_size)
-        )
-    n = regenerate_conversations(
-        tgt,
-        prompts,
-        args.output,
-        max_new_tokens=args.max_new_tokens,
-        batch_size=args.batch_size,
-        temperature=args.temperature,
-        seed=args.seed,
-        progress=not args.no_progress,
-    )
-    print(f"wrote {n} new conversations to {args.output}")
+    add_config_flags(p, ChatDataSettings)
+    add_config_flags(p, DecodeSettings, only=("device", "precision"))
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 # %% ../../nbs/25_draft_cli.ipynb #3f195112
 def cmd_hidden_states(args):
-    from mdlm_kit.drafts.chat_data import build_chat_dataset, dataset_key
-    from mdlm_kit.drafts.features import save_hidden_states
-    from mdlm_kit.drafts.targets import decoding_target
-    from mdlm_kit.core.device import inference_precision, resolve_device
+    "Save the target's features of chat data: lesson 19's `save_chat_features` with the flags' settings."
+    from mdlm_kit.drafts.features import save_chat_features
 
-    s = apply_settings(DecodeSettings(), settings_from_flags(args))
-    dev = resolve_device(s.device)
-    prec = inference_precision(s.precision, dev, tokens_per_forward=args.batch_size * args.max_length)
-    tgt = decoding_target(args.target, dev, prec)
-    layers = args.layers or build_target_layer_ids(tgt.num_layers, args.num_feature_layers)
-    samples = build_chat_dataset(
-        args.data,
-        tgt.tokenizer,
-        args.max_length,
-        args.train_only_last_turn,
-        args.is_preformatted,
-        min_loss_tokens=2 * args.block_size,
+    s = settings_for(args, HiddenStatesSettings)
+    tgt = _decoding_target(s.target, settings_for(args, DecodeSettings), s.batch_size * s.max_length)
+    idx = save_chat_features(tgt, s, progress=not args.no_progress)
+    print(f"{idx['n_samples']} samples, layers {idx['layer_ids']}, in {s.output}")
+
+
+def _add_hidden_states(sub):
+    "The `mdlm-kit hidden-states` command and its flags."
+    p = command(
+        sub,
+        "hidden-states",
+        cmd_hidden_states,
+        help="precompute target features for offline drafter training",
+        description="Run the target once over chat data and save the chosen layers' hidden states.",
     )
-    key = dataset_key(args.data, tgt.tokenizer, args.max_length, args.train_only_last_turn, args.is_preformatted)
-    if args.shard_size < 1:
-        raise ConfigError(f"--shard-size must be at least 1, not {args.shard_size}.")
-    idx = save_hidden_states(
-        tgt,
-        samples,
-        layers,
-        args.output,
-        dtype=args.dtype,
-        batch_size=args.batch_size,
-        shard_size=args.shard_size,
-        data_key=key,
-        progress=not args.no_progress,
-    )
-    print(f"{idx['n_samples']} samples, layers {idx['layer_ids']}, in {args.output}")
+    add_config_flags(p, HiddenStatesSettings)
+    add_config_flags(p, DecodeSettings, only=("device", "precision"))
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 # %% ../../nbs/25_draft_cli.ipynb #c2422f6d
 def _check_speculate_flags(args, s: DecodeSettings):
@@ -187,7 +177,7 @@ def cmd_speculate(args):
     from mdlm_kit.drafts.speculate import load_prompts, lookup_store, prepare_decoding, speculate
     from mdlm_kit.drafts.verification import SamplingParams
 
-    s = apply_settings(DecodeSettings(), settings_from_flags(args))
+    s = settings_for(args, DecodeSettings)
     _check_speculate_flags(args, s)
     tgt, draft, products = prepare_decoding(args.target, args.draft, s)
     store = lookup_store(s.lookup_store, tgt.tokenizer) if s.lookup_store else None
@@ -203,77 +193,7 @@ def cmd_speculate(args):
         atomic_write_text(args.output, text + "\n")
     print(text)
 
-# %% ../../nbs/25_draft_cli.ipynb #d7ab577c
-def _add_make_chat_data(sub):
-    "The `mdlm-kit make-chat-data` command and its flags."
-    p = command(
-        sub,
-        "make-chat-data",
-        cmd_make_chat_data,
-        help="self-distil: answer prompts with the target",
-        description="Regenerate assistant turns with the target (greedy by default); appends, so an "
-        "interrupted run resumes where it stopped.",
-    )
-    p.add_argument("--target", default="smollm2", help="target model (default: smollm2)")
-    p.add_argument(
-        "--prompts",
-        default="embedded",
-        help="'embedded' (five kinds in turn: Python docs, writing, code, maths, reasoning) or a JSONL of "
-        "conversations",
-    )
-    p.add_argument("--num-prompts", type=int, default=0, help="use at most this many prompts (0: all)")
-    p.add_argument(
-        "--self-prompts",
-        type=int,
-        default=0,
-        help="also answer this many user prompts the target writes itself (Magpie), in turn with --prompts; "
-        "kept in OUTPUT's stem + .self_prompts.jsonl",
-    )
-    p.add_argument("--output", required=True, help="output JSONL (appended to)")
-    p.add_argument("--max-new-tokens", type=int, default=128, help="answer length limit")
-    p.add_argument("--batch-size", type=int, default=8, help="prompts per generate call")
-    p.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
-    p.add_argument("--seed", type=int, default=0, help="prompt shuffle and sampling seed")
-    add_config_flags(p, DecodeSettings, only=("device", "precision"))
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-# %% ../../nbs/25_draft_cli.ipynb #e759bfaa
-def _add_hidden_states(sub):
-    "The `mdlm-kit hidden-states` command and its flags."
-    p = command(
-        sub,
-        "hidden-states",
-        cmd_hidden_states,
-        help="precompute target features for offline drafter training",
-        description="Run the target once over chat data and save the chosen layers' hidden states.",
-    )
-    p.add_argument("--target", default="smollm2", help="target model (default: smollm2)")
-    p.add_argument("--data", required=True, help="chat JSONL")
-    p.add_argument("--output", required=True, help="output directory (shards + index.json); rerun to resume")
-    p.add_argument(
-        "--layers", type=lambda s: [int(x) for x in s.split(",") if x], default=[], help="comma-separated layer ids"
-    )
-    p.add_argument(
-        "--num-feature-layers",
-        type=int,
-        default=5,
-        help="K layers by the DFlash spread rule when --layers is not given",
-    )
-    p.add_argument(
-        "--block-size", type=int, default=16, help="samples with fewer than 2 x block size loss tokens are dropped"
-    )
-    p.add_argument("--max-length", type=int, default=512, help="truncate samples to this many tokens")
-    p.add_argument("--train-only-last-turn", action="store_true", help="supervise only the last assistant turn")
-    p.add_argument("--is-preformatted", action="store_true", help="rows are {'text'} with the template applied")
-    p.add_argument("--dtype", default="bf16", help="bf16, fp16 or fp32")
-    p.add_argument("--batch-size", type=int, default=4, help="samples per target forward")
-    p.add_argument(
-        "--shard-size", type=int, default=64, help="samples per safetensors shard (a resumed run keeps whole shards)"
-    )
-    add_config_flags(p, DecodeSettings, only=("device", "precision"))
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-# %% ../../nbs/25_draft_cli.ipynb #e1fe111a
 def _add_speculate(sub):
     "The `mdlm-kit speculate` command and its flags."
     p = command(

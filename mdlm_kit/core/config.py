@@ -16,13 +16,13 @@ from .device import DEVICE_CHOICES, PRECISION_CHOICES, KitError, canonical_preci
 __all__ = ['DEVICE_HELP', 'PRECISION_HELP', 'OBJECTIVES', 'CONFIG_DEST', 'setting', 'ModelConfig', 'DataConfig', 'TrainingConfig',
            'ExperimentConfig', 'ConfigError', 'validate', 'from_dict', 'load_config', 'parse_override', 'to_dict',
            'config_fields', 'apply_settings', 'apply_overrides', 'to_toml', 'add_config_flags', 'settings_from_flags',
-           'command', 'add_run_flags', 'flatten_dict', 'config_mismatches']
+           'settings_for', 'command', 'add_run_flags', 'flatten_dict', 'config_mismatches']
 
 # %% ../../nbs/03_config.ipynb #575e3f8b
-def setting(default, help: str, *, flags: tuple = ()):
+def setting(default, help: str, *, flags: tuple = (), required: bool = False):
     """A config field with its help text, the one place a setting is declared. Its flag is the field's name with
-    dashes (`--learning-rate`); `flags` adds other spellings (the seed scripts')."""
-    meta = {"help": help, "flags": tuple(flags)}
+    dashes (`--learning-rate`); `flags` adds other spellings (the seed scripts'); a `required` flag must be given."""
+    meta = {"help": help, "flags": tuple(flags), "required": required}
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -357,8 +357,9 @@ def add_config_flags(p: argparse.ArgumentParser, cls, *, skip=(), only=(), defau
         if name in skip or (only and not key.startswith(tuple(only))):
             continue
         default = (defaults or {}).get(name, f.default_factory() if f.default is MISSING else f.default)
-        help = f"{f.metadata.get('help', '')} (default: {default!r})"
-        kw = dict(dest=CONFIG_DEST + key, default=argparse.SUPPRESS, help=help)
+        required = f.metadata.get("required", False)
+        help = f"{f.metadata.get('help', '')} ({'required' if required else f'default: {default!r}'})"
+        kw = dict(dest=CONFIG_DEST + key, default=argparse.SUPPRESS, help=help, required=required)
         names = ["--" + name.replace("_", "-"), *f.metadata.get("flags", ())]
         kind = _type_name(f)
         if kind == "bool":
@@ -371,6 +372,15 @@ def add_config_flags(p: argparse.ArgumentParser, cls, *, skip=(), only=(), defau
 def settings_from_flags(args: argparse.Namespace) -> dict:
     "The settings the command line gave, as `{dotted key: value}` for `apply_settings`."
     return {k[len(CONFIG_DEST) :]: v for k, v in vars(args).items() if k.startswith(CONFIG_DEST)}
+
+
+def settings_for(args: argparse.Namespace, cls, base=None):
+    """The config `base` (default: `cls()`) with the settings of class `cls` that the command line gave: for a command
+    whose flags come from several classes (a command's own and `DecodeSettings`' device and precision, say)."""
+    known = dict(config_fields(cls))
+    return apply_settings(
+        cls() if base is None else base, {k: v for k, v in settings_from_flags(args).items() if k in known}
+    )
 
 
 def command(sub, name: str, fn, help: str, description: str | None = None, **defaults) -> argparse.ArgumentParser:

@@ -7,10 +7,12 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/chat_data.html.md"""
 # %% ../../nbs/16_chat_data.ipynb #02edeb21
 from __future__ import annotations
 import hashlib, json, random, re
+from dataclasses import dataclass
 from pathlib import Path
 import torch
 from ..core.checkpoint import append_jsonl, atomic_torch_save, file_sha256, repair_jsonl, safe_torch_load
 from ..core.checkpoint import CheckpointError
+from ..core.config import setting
 from ..text.data import reference_topics
 from ..text.tokenizer import tokenizer_sha256
 from ..core.device import KitError
@@ -20,7 +22,8 @@ __all__ = ['ROLE_ALIASES', 'PROMPT_TEMPLATES', 'WRITING_TOPICS', 'WRITING_TEMPLA
            'CODE_CONCEPTS', 'SQL_TASKS', 'HELDOUT_PROMPTS', 'ChatDataError', 'normalize_conversation',
            'load_conversations', 'topics_chat', 'has_generation_tags', 'assistant_markers', 'tokenize_conversation',
            'tokenize_preformatted', 'dataset_key', 'build_chat_dataset', 'take_turns', 'embedded_prompts',
-           'heldout_prompts', 'regenerate_conversations', 'user_turn_prefix', 'self_written_prompts']
+           'heldout_prompts', 'regenerate_conversations', 'user_turn_prefix', 'self_written_prompts',
+           'ChatDataSettings', 'chat_prompts', 'make_chat_data']
 
 # %% ../../nbs/16_chat_data.ipynb #b2df14e2
 class ChatDataError(KitError, ValueError):
@@ -733,3 +736,46 @@ def self_written_prompts(
         {"id": f"s{i:05d}", "kind": "self", "conversations": [{"role": "user", "content": t}]}
         for i, t in enumerate(texts)
     ]
+
+# %% ../../nbs/16_chat_data.ipynb #923ec6ed
+@dataclass
+class ChatDataSettings:
+    "What `mdlm-kit make-chat-data` answers, with which target, and how."
+
+    target: str = setting("smollm2", "target model: a name, .gguf file, model directory or hub id")
+    prompts: str = setting(
+        "embedded",
+        "'embedded' (five kinds in turn: Python docs, writing, code, maths, reasoning) or a JSONL of conversations",
+    )
+    num_prompts: int = setting(0, "use at most this many prompts (0: all)")
+    self_prompts: int = setting(
+        0,
+        "also answer this many user prompts the target writes itself (Magpie), in turn with --prompts; kept in "
+        "OUTPUT's stem + .self_prompts.jsonl",
+    )
+    output: str = setting("", "output JSONL (appended to: an interrupted run resumes)", required=True)
+    max_new_tokens: int = setting(128, "answer length limit")
+    batch_size: int = setting(8, "prompts per generate call")
+    temperature: float = setting(0.0, "0: greedy")
+    seed: int = setting(0, "prompt shuffle and sampling seed")
+
+
+def chat_prompts(s: ChatDataSettings) -> list[dict]:
+    "The prompts `s` names, read and checked (before a command loads its target, so a bad file costs no model load)."
+    if s.prompts == "embedded":
+        return embedded_prompts(s.num_prompts, seed=s.seed)
+    return load_conversations(s.prompts, require_assistant=False)[: s.num_prompts or None]
+
+
+def make_chat_data(target, s: ChatDataSettings, prompts: list[dict] | None = None, progress: bool = True) -> int:
+    """Answer `prompts` (default: `chat_prompts(s)`) with `target`, appending to `s.output`; returns how many answers
+    are new."""
+    prompts = chat_prompts(s) if prompts is None else prompts
+    if s.self_prompts:  # Magpie: the target writes these itself; they take turns with the others
+        out = Path(s.output)
+        own = self_written_prompts(
+            target, s.self_prompts, out.with_name(out.stem + ".self_prompts.jsonl"), s.seed, batch_size=s.batch_size
+        )
+        prompts = take_turns(prompts, own)
+    kw = dict(max_new_tokens=s.max_new_tokens, batch_size=s.batch_size, temperature=s.temperature, seed=s.seed)
+    return regenerate_conversations(target, prompts, s.output, progress=progress, **kw)

@@ -7,15 +7,19 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/features.html.md"""
 # %% ../../nbs/19_features.ipynb #8d0fc49f
 from __future__ import annotations
 import json
+from dataclasses import dataclass
 from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 from ..core.checkpoint import atomic_write, atomic_write_text
+from ..core.config import setting
+from .chat_data import build_chat_dataset, dataset_key
+from .dflash import build_target_layer_ids
 from .targets import digests_match
 from ..core.device import KitError
 
 # %% auto #0
-__all__ = ['FEATURES_FORMAT', 'FeaturesError', 'save_hidden_states', 'HiddenStates']
+__all__ = ['FEATURES_FORMAT', 'FeaturesError', 'save_hidden_states', 'HiddenStates', 'HiddenStatesSettings', 'save_chat_features']
 
 # %% ../../nbs/19_features.ipynb #5644fca8
 FEATURES_FORMAT = "mdlm_kit.hidden_states.v1"
@@ -193,3 +197,32 @@ class HiddenStates:
             T, H = hs.shape[0], self.index["hidden_size"]
             out["hidden_states"] = hs.view(T, -1, H)[:, self._pick].reshape(T, len(self._pick) * H)
         return out
+
+# %% ../../nbs/19_features.ipynb #2c83eb80
+@dataclass
+class HiddenStatesSettings:
+    "What `mdlm-kit hidden-states` runs the target over, which of its layers it keeps, and how it stores them."
+
+    target: str = setting("smollm2", "target model: a name, .gguf file, model directory or hub id")
+    data: str = setting("", "chat JSONL", required=True)
+    output: str = setting("", "output directory (shards + index.json); rerun to resume", required=True)
+    layers: list = setting([], "comma-separated layer ids (default: --num-feature-layers by the DFlash spread rule)")
+    num_feature_layers: int = setting(5, "K layers by the DFlash spread rule when --layers is not given")
+    block_size: int = setting(16, "samples with fewer than 2 x block size loss tokens are dropped")
+    max_length: int = setting(512, "truncate samples to this many tokens")
+    train_only_last_turn: bool = setting(False, "supervise only the last assistant turn")
+    is_preformatted: bool = setting(False, "rows are {'text'} with the chat template applied")
+    dtype: str = setting("bf16", "bf16, fp16 or fp32")
+    batch_size: int = setting(4, "samples per target forward")
+    shard_size: int = setting(64, "samples per safetensors shard (a resumed run keeps whole shards)")
+
+
+def save_chat_features(target, s: HiddenStatesSettings, progress: bool = True) -> dict:
+    "Cut the chat data `s.data` into samples and save `target`'s features of them into `s.output`; returns the index."
+    if s.shard_size < 1:
+        raise FeaturesError(f"--shard-size must be at least 1, not {s.shard_size}.")
+    layers = s.layers or build_target_layer_ids(target.num_layers, s.num_feature_layers)
+    cut = (target.tokenizer, s.max_length, s.train_only_last_turn, s.is_preformatted)
+    samples = build_chat_dataset(s.data, *cut, min_loss_tokens=2 * s.block_size)
+    kw = dict(dtype=s.dtype, batch_size=s.batch_size, shard_size=s.shard_size, data_key=dataset_key(s.data, *cut))
+    return save_hidden_states(target, samples, layers, s.output, progress=progress, **kw)
