@@ -93,7 +93,8 @@ def main():
         print(f"training: {command}", flush=True)
         subprocess.run([str(Path(sys.executable).parent / "mdlm-kit"), *command.split()[1:]], check=True)
 
-    from mdlm_kit.cli.main import QUICKSTART_SAMPLES, _samples
+    from mdlm_kit.cli.main import QUICKSTART_SAMPLES
+    from mdlm_kit.mdlm.block import sample_texts
     from mdlm_kit.core.checkpoint import read_events
     from mdlm_kit.core.device import machine_summary
     from mdlm_kit.mdlm.sampling import load_inference
@@ -131,8 +132,8 @@ def main():
     }
     words = data.words("train")
     samples = []
-    for title, prompt, sampler, steps, bl, top_k in QUICKSTART_SAMPLES:
-        text = _samples(model, tok, prompt, 1, 64, steps, sampler, bl, 1.0, top_k, 0)[0]
+    for title, prompt, settings in QUICKSTART_SAMPLES:
+        text = sample_texts(model, tok, prompt, settings)[0]
         known = known_word_fraction(text[len(prompt) :], words)
         samples.append({"title": title, "prompt": prompt, "text": text, "known_words": round(known, 3)})
     levels = noise_levels(model, tok, data.split("val"))

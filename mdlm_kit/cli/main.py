@@ -11,14 +11,14 @@ from pathlib import Path
 from ..core.checkpoint import atomic_write_text, file_sha256, read_events
 from ..core.config import ExperimentConfig, add_config_flags, add_run_flags, apply_overrides, apply_settings
 from ..core.config import command, load_config
-from ..core.config import settings_from_flags, to_dict, to_toml, validate
+from ..core.config import settings_for, settings_from_flags, to_dict, to_toml, validate
 from ..text.data import DataError, PackedData, known_word_fraction, prepare_data
 from ..core.device import KitError, launched_world_size, resolve_device
 from ..text.tokenizer import tokenizer_sha256
 from ..mdlm.diffusion import text_ar_nll, text_elbo
-from ..mdlm.sampling import SAMPLERS, ar_generate, decode, generate, load_inference, objective_of
+from ..mdlm.sampling import SampleSettings, load_inference, objective_of
 from ..mdlm.train import Trainer, TrainingError, leave_process_group, score_split
-from ..mdlm.block import block_diffusion_steps, text_block_bound
+from ..mdlm.block import sample_texts, text_block_bound
 from ..drafts.selfdraft import REVEAL_THRESHOLD, denoise, is_self_draft_dir, load_self_draft
 from ..drafts.speculate import chat_ids
 
@@ -78,69 +78,14 @@ def cmd_train(args):
     trainer.run()
     leave_process_group(trainer.world)
 
-# %% ../../nbs/26_cli.ipynb #89c69e97
-def _samples(
-    model,
-    tok,
-    prompt: str,
-    n: int,
-    length: int,
-    steps: int,
-    sampler: str,
-    block_length,
-    temperature: float,
-    top_k: int,
-    seed: int,
-) -> list[str]:
-    ids = tok(prompt, add_special_tokens=False)["input_ids"] if prompt else []
-    if objective_of(model) == "ar":  # the baseline samples left to right; steps and sampler do not apply
-        out = ar_generate(model, ids, length, tok.eos_token_id, temperature, top_k, seed, batch_size=n)
-    elif objective_of(model) == "bd3lm":  # block by block, `steps` spread over the blocks; it may end early (eos)
-        block = model.extra_config["block_length"]
-        per_block = max(1, steps * block // length)
-        kind = "ancestral" if sampler == "ancestral" else "confidence"
-        out = []
-        for i in range(n):
-            *_, last = block_diffusion_steps(
-                model, ids, length, block, per_block, kind, temperature, top_k, seed + i, eos_id=tok.eos_token_id
-            )
-            out.append(last.tokens[0])
-    else:
-        out = generate(
-            model,
-            ids,
-            length=length,
-            steps=steps,
-            sampler=sampler,
-            block_length=block_length,
-            temperature=temperature,
-            top_k=top_k,
-            seed=seed,
-            batch_size=n,
-        )
-    return [decode(tok, row) for row in out]
-
 # %% ../../nbs/26_cli.ipynb #2d05b51d
 def cmd_sample(args):
     if is_self_draft_dir(args.checkpoint):  # a target adapted to write as a diffusion LM (lesson 22a)
         return _sample_self_draft(args)
     model, tok = load_inference(args.checkpoint, args.device)
-    for i, text in enumerate(
-        _samples(
-            model,
-            tok,
-            args.prompt,
-            args.num_samples,
-            args.length,
-            args.steps,
-            args.sampler,
-            args.block_length,
-            args.temperature,
-            args.top_k,
-            args.seed,
-        )
-    ):
-        if args.num_samples > 1:
+    s = settings_for(args, SampleSettings)
+    for i, text in enumerate(sample_texts(model, tok, args.prompt, s)):
+        if s.num_samples > 1:
             print(f"--- sample {i}")
         print(text)
 
@@ -150,7 +95,7 @@ def _sample_self_draft(args):
     target, ad = load_self_draft(args.checkpoint, resolve_device(args.device or "auto"))
     tok = target.tokenizer
     ids = chat_ids(tok, [{"role": "user", "content": args.prompt}])
-    r = denoise(target, ad, ids, args.length, args.threshold, tok.eos_token_id)
+    r = denoise(target, ad, ids, settings_for(args, SampleSettings).length, args.threshold, tok.eos_token_id)
     print(tok.decode(r["tokens"], skip_special_tokens=True))
     print(f"({len(r['tokens'])} tokens in {r['forwards']} forwards: {r['tokens_per_forward']:.2f} a forward)")
 
@@ -240,19 +185,20 @@ def _start_baseline(cfg, out: Path, args, threads: int):
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 # %% ../../nbs/26_cli.ipynb #ed7c94a7
-# what the quickstart prints, one sampler each: (title, prompt, sampler, steps, block length, top-k); lesson 12 compares
-# the settings (on this model, confidence and blocks give the most real words; ancestral needs top-k at this size)
+# what the quickstart prints, one sampler each: (title, prompt, settings); lesson 12 compares the settings (on this
+# model, confidence and blocks give the most real words; ancestral needs top-k at this size)
 QUICKSTART_SAMPLES = [
-    ("unconditional, confidence sampler", "", "confidence", 64, None, 0),
+    ("unconditional, confidence sampler", "", SampleSettings(sampler="confidence")),
     (
         "prompt 'The for statement', ancestral sampler, 256 steps, top-k 20",
         "The for statement",
-        "ancestral",
-        256,
-        None,
-        20,
+        SampleSettings(sampler="ancestral", steps=256, top_k=20),
     ),
-    ("prompt 'Return the', semi-autoregressive blocks of 16", "Return the", "blocks", 64, 16, 0),
+    (
+        "prompt 'Return the', semi-autoregressive blocks of 16",
+        "Return the",
+        SampleSettings(sampler="blocks", block_length=16),
+    ),
 ]
 
 
@@ -306,6 +252,7 @@ def comparison_of(out: Path, mdlm_model, ar_model, data: PackedData, compare=com
 
 # %% ../../nbs/26_cli.ipynb #68415324
 def cmd_quickstart(args):
+    from dataclasses import replace
     import torch
 
     if launched_world_size() > 1:
@@ -314,7 +261,7 @@ def cmd_quickstart(args):
         )
     cfg = build_config(args)
     out = Path(args.output_dir)
-    child = None
+    child, all_threads = None, torch.get_num_threads()
     if args.baseline:  # the AR baseline trains at the same time, on the other half of the cores
         data_dir = cfg.data.data_dir or str(out / "data")  # the same tokenizer and blocks for both
         prepare_data(cfg.data, data_dir)
@@ -335,15 +282,16 @@ def cmd_quickstart(args):
         print(f"  step {e['step']:>5}: {e['elbo_nats_per_token']:.3f}")
     data = PackedData(cfg.data.data_dir or out / "data")
     words = data.words("train")
-    for title, prompt, sampler, steps, bl, top_k in QUICKSTART_SAMPLES:
-        text = _samples(model, tok, prompt, 1, 64, steps, sampler, bl, 1.0, top_k, args.seed)[0]
+    for title, prompt, s in QUICKSTART_SAMPLES:
+        text = sample_texts(model, tok, prompt, replace(s, seed=args.seed))[0]
         print(f"\n=== sample ({title}) ===\n{text.strip()}\n=== end of sample ===")
         print(f"{known_word_fraction(text[len(prompt) :], words):.0%} of its words occur in the training text")
     if args.baseline:
         if child is not None and child.wait() != 0:
             raise TrainingError(f"the AR baseline failed; see {out / 'ar' / 'train.log'} (rerun to continue it).")
+        torch.set_num_threads(all_threads)  # the baseline is done: its sample and the scoring get every core back
         ar_model, _ = load_inference(out / "ar" / "inference", cfg.device)
-        text = _samples(ar_model, tok, "The for statement", 1, 64, 0, "", None, 1.0, 0, args.seed)[0]
+        text = sample_texts(ar_model, tok, "The for statement", SampleSettings(seed=args.seed))[0]
         print(f"\n=== sample (AR baseline, prompt 'The for statement') ===\n{text.strip()}\n=== end of sample ===")
         print(
             f"{known_word_fraction(text[len('The for statement') :], words):.0%} "
@@ -607,19 +555,7 @@ def _add_sample(sub):
         "--checkpoint", required=True, help="an inference directory (RUN/inference), or self-drafting adapters"
     )
     p.add_argument("--prompt", default="", help="text the generation continues (kept fixed); adapters: the question")
-    p.add_argument("--length", type=int, default=64, help="tokens to generate")
-    p.add_argument("--steps", type=int, default=64, help="denoising steps (<= length)")
-    p.add_argument(
-        "--sampler",
-        choices=SAMPLERS,
-        default="confidence",
-        help="ancestral (MDLM), confidence (LLaDA) or blocks (semi-AR)",
-    )
-    p.add_argument("--block-length", type=int, help="block length for --sampler blocks")
-    p.add_argument("--temperature", type=float, default=1.0, help="0 is greedy")
-    p.add_argument("--top-k", type=int, default=0, help="sample among the k most likely tokens (0: all)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same text)")
-    p.add_argument("--num-samples", type=int, default=1, help="how many samples")
+    add_config_flags(p, SampleSettings)
     p.add_argument(
         "--threshold",
         type=float,

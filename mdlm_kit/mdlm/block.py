@@ -14,11 +14,12 @@ from .diffusion import _per_unit, elbo_bound, elbo_terms, gather_positions, mask
 from .diffusion import sample_times, text_batches
 from .model import PrefixCache
 from .sampling import SampleStep, _ancestral_step, _check_request, _confidence_step, transfer_schedule
+from .sampling import SAMPLERS, SampleSettings, SamplingError, ar_generate, decode, generate, objective_of
 from .train import ObjectiveHooks, register_objective
 
 # %% auto #0
 __all__ = ['BlockLayout', 'block_layout', 'block_logits', 'block_corrupt', 'block_diffusion_loss', 'block_bound',
-           'text_block_bound', 'block_diffusion_steps']
+           'text_block_bound', 'block_diffusion_steps', 'sample_texts']
 
 # %% ../../nbs/13_block_diffusion.ipynb #331b974a
 @dataclass
@@ -253,3 +254,27 @@ def block_diffusion_steps(
             yield SampleStep(count, x.clone(), torch.zeros_like(x, dtype=torch.bool), torch.zeros(x.shape), 0)
             break
     model.train(model_was)
+
+# %% ../../nbs/13_block_diffusion.ipynb #6541d223
+def sample_texts(model, tok, prompt: str, s: SampleSettings) -> list[str]:
+    "`s.num_samples` texts from a trained model and its tokenizer, each the prompt and what the model wrote after it."
+    if s.sampler not in SAMPLERS:  # every kind refuses a typo, though only the MDLM has a choice of samplers
+        raise SamplingError(f"unknown sampler {s.sampler!r}: use one of {', '.join(SAMPLERS)}.")
+    ids = tok(prompt, add_special_tokens=False)["input_ids"] if prompt else []
+    kind, n = objective_of(model), s.num_samples
+    if kind == "ar":  # left to right: steps and sampler do not apply
+        out = ar_generate(model, ids, s.length, tok.eos_token_id, s.temperature, s.top_k, s.seed, batch_size=n)
+    elif kind == "bd3lm":  # block by block, `steps` spread over the blocks; it may end early (eos)
+        block = model.extra_config["block_length"]
+        per_block = max(1, s.steps * block // s.length)
+        how = "ancestral" if s.sampler == "ancestral" else "confidence"
+        out = []
+        for i in range(n):
+            *_, last = block_diffusion_steps(
+                model, ids, s.length, block, per_block, how, s.temperature, s.top_k, s.seed + i, eos_id=tok.eos_token_id
+            )
+            out.append(last.tokens[0])
+    else:
+        kw = dict(block_length=s.block_length, temperature=s.temperature, top_k=s.top_k, seed=s.seed, batch_size=n)
+        out = generate(model, ids, length=s.length, steps=s.steps, sampler=s.sampler, **kw)
+    return [decode(tok, row) for row in out]

@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from typing import Iterator
 from pathlib import Path
 import torch
+from ..core.config import setting
 from ..core.device import KitError, resolve_device
 from .model import DiffusionTransformer
 from ..text.tokenizer import TokenizerError, load_tokenizer, tokenizer_sha256
 
 # %% auto #0
 __all__ = ['SAMPLERS', 'SamplingError', 'SampleStep', 'gumbel_dtype', 'transfer_schedule', 'diffusion_steps', 'generate',
-           'decode', 'objective_of', 'ar_generate', 'load_inference']
+           'decode', 'SampleSettings', 'objective_of', 'ar_generate', 'load_inference']
 
 # %% ../../nbs/12_sampling.ipynb #2cf499ce
 SAMPLERS = ("ancestral", "confidence", "blocks")
@@ -196,6 +197,20 @@ def decode(tokenizer, ids, prompt_len: int = 0) -> str:
         if p_ is not None:
             out.append(p_)
     return "".join(out)
+
+# %% ../../nbs/12_sampling.ipynb #bfc52ec0
+@dataclass
+class SampleSettings:
+    "How a trained model writes: how much, with which sampler and how many steps, and how randomly."
+
+    length: int = setting(64, "tokens to generate")
+    steps: int = setting(64, "denoising steps (<= length; an AR model writes a token a step)")
+    sampler: str = setting("confidence", "ancestral (MDLM), confidence (LLaDA) or blocks (semi-AR)")
+    block_length: int | None = setting(None, "block length for --sampler blocks (default: the whole length)")
+    temperature: float = setting(1.0, "0 is greedy")
+    top_k: int = setting(0, "sample among the k most likely tokens (0: all)")
+    seed: int = setting(0, "random seed (same seed, same text)")
+    num_samples: int = setting(1, "how many samples")
 
 # %% ../../nbs/12_sampling.ipynb #6b22b58e
 def objective_of(model) -> str:
