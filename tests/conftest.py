@@ -24,6 +24,23 @@ else:
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 ROOT = Path(__file__).resolve().parents[1]
+# the CPUs the suite simulates (lesson 02's probe reads MDLM_KIT_CPU): an AVX2 laptop, whose kernels run for real (ATen
+# and oneDNN held to AVX2; oneDNN then refuses to pack bf16), and an arm64 CPU (no x86 path at all: the probe's answer)
+LAPTOP_CPU = {"MDLM_KIT_CPU": "x86_64:avx2 fma f16c", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
+ARM64_CPU = {"MDLM_KIT_CPU": "aarch64:asimd"}
+
+
+def simulated_cpu_env(extra: dict) -> dict:
+    "This process's environment with `extra`, and compiled kernels of its own (made under other CPU settings)."
+    own = {"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="mdlm_kit_inductor_sim_")}
+    return os.environ | {"PYTHONUNBUFFERED": "1"} | own | extra
+
+
+def is_x86() -> bool:
+    "Whether an x86 CPU can be simulated here (its kernels run for real on an x86 machine only)."
+    import platform
+
+    return platform.machine().lower() in ("x86_64", "amd64")
 
 
 def tiny_toml(corpus, *overrides: str) -> str:

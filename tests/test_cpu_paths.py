@@ -3,28 +3,22 @@ lacks what a path needs the plain path runs with the same results. The probe's i
 these run on any machine; `ONEDNN_MAX_CPU_ISA=AVX2` makes oneDNN itself refuse what an AVX2 laptop's oneDNN refuses."""
 
 import json
-import os
-import platform
 import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 import torch
 
+from conftest import ARM64_CPU, simulated_cpu_env
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-# an AVX2 laptop: the probe sees its flags, oneDNN and ATen are held to AVX2 (oneDNN then refuses to pack bf16)
-LAPTOP = {"MDLM_KIT_CPU": "x86_64:avx2 fma f16c", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
-ARM64 = {"MDLM_KIT_CPU": "aarch64:asimd"}  # no x86 path at all
 
 
 def _env(extra: dict) -> dict:
-    "This process's environment with `extra`, and compiled kernels of its own (made under other CPU settings)."
-    own = {"TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(prefix="mdlm_kit_inductor_sim_")}
-    return os.environ | {"PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg"} | own | extra
+    return simulated_cpu_env(extra) | {"MPLBACKEND": "Agg"}
 
 
 # the names through which a lesson reaches a choice the probe makes (lesson 02): the arm64 simulation changes nothing
@@ -65,20 +59,13 @@ def test_the_arm64_run_takes_every_lesson_that_asks_the_probe():
     assert "29_speed_on_a_cpu.ipynb" in got and "01_build_from_scratch.ipynb" not in got
 
 
-@pytest.mark.slow  # the lessons again: `make test` runs it, `make test-fast` leaves it to the per-path tests below
-@pytest.mark.parametrize("cpu", ["laptop", "arm64"])
-def test_every_lesson_runs_on_an_avx2_laptop_and_on_arm64(cpu):
-    """Each notebook, top to bottom (`nbdev-test`), as the CPU without AVX-512 would run it (ATen's and oneDNN's kernels
-    held to AVX2 too: every lesson), and as an arm64 CPU would (the probe's answer: the lessons that ask it)."""
-    if cpu == "laptop" and platform.machine().lower() not in ("x86_64", "amd64"):
-        pytest.skip("an x86 CPU is simulated on an x86 machine only (its kernels run for real)")
-    env = _env(LAPTOP if cpu == "laptop" else ARM64)
+@pytest.mark.slow  # lessons again: `make test` runs it, `make test-fast` leaves it to the per-path tests below
+def test_the_lessons_that_ask_the_probe_run_on_arm64():
+    """Each lesson whose code asks the CPU probe, top to bottom (`nbdev-test`), as an arm64 CPU would run it. The AVX2
+    laptop needs no run of its own: the JupyterLab course runs every lesson as one (tests/test_jupyterlab.py)."""
     cmd = [str(BIN / "nbdev-test"), "--n-workers", "2"]
-    if cpu == "laptop":  # plain PyTorch in 01, no kit path to choose: the same on every CPU, and the slowest
-        cmd += ["--skip-file-re", "^[_.]|01_build_from_scratch"]
-    else:
-        cmd += ["--file-re", "^(" + "|".join(re.escape(n) for n in probe_lessons()) + ")$"]
-    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    cmd += ["--file-re", "^(" + "|".join(re.escape(n) for n in probe_lessons()) + ")$"]
+    r = subprocess.run(cmd, cwd=ROOT, env=_env(ARM64_CPU), capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
 
 

@@ -4,6 +4,10 @@ Each notebook is opened in a copy of `nbs/`, run with Run All, saved, and read b
 and every cell must have run. In the widgets notebook every explorer must show a figure with drawn pixels after
 Run All and again after each of its controls is moved. Cells with a flag nbdev-test skips (`tst_flags`: `notest`,
 `slow`; hours of training, a server that blocks) are made raw in the copy, so Run All skips them as nbdev-test does.
+
+On an x86 machine the course runs as an AVX2 laptop would run it (`LAPTOP_CPU`: the CPU probe's answer, and ATen's
+and oneDNN's kernels held to AVX2), the most common learner's CPU: this is the one run of every lesson in `make test`,
+and it is what catches a lesson that only works with AVX-512. `make test-fast` runs the lessons on this CPU as it is.
 """
 
 import base64
@@ -21,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import CHROMIUM, CHROMIUM_MISSING
+from conftest import CHROMIUM, CHROMIUM_MISSING, LAPTOP_CPU, is_x86, simulated_cpu_env
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +84,7 @@ def lab(tmp_path_factory):
         (settings / rel).parent.mkdir(parents=True, exist_ok=True)
         (settings / rel).write_text(json.dumps(value))
     env = {
-        **os.environ,
+        **(simulated_cpu_env(LAPTOP_CPU) if is_x86() else os.environ),  # every kernel runs as an AVX2 laptop
         "JUPYTERLAB_SETTINGS_DIR": str(settings),
         "JUPYTERLAB_WORKSPACES_DIR": str(work / "ws"),
         "JUPYTER_CONFIG_DIR": str(work / "cfg"),
