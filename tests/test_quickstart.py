@@ -56,9 +56,7 @@ def test_quickstart_learns_and_compares_with_ar(tmp_path):
     bodies = sample_bodies(r.stdout)
     assert len(bodies) == 4, r.stdout  # three diffusion samples, one from the AR baseline
     words = PackedData(out / "data").words("train")
-    text = "\n".join(
-        bodies.values()
-    )  # this early one sampler may still repeat a symbol (">>>>"): judge them together
+    text = "\n".join(bodies.values())  # this early one sampler may still repeat a symbol (">>>>"): judge them together
     assert len(re.findall(r"[A-Za-z]{3,}", text)) >= 20, bodies
     assert known_word_fraction(text, words) >= 0.6, bodies  # words, not glued fragments (unigram noise: about 0.4)
     assert (out / "inference" / "model.safetensors").is_file() and (
