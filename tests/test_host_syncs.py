@@ -1,6 +1,7 @@
-"""A training step waits for no device: between log intervals the MDLM trainer (all three objectives) and both
-drafter trainers (online and offline) make no call that would make the host wait for a GPU (`HostSyncs`, lesson 02:
-reading a value back, a copy to the CPU, a boolean-mask gather), and a non-finite loss is still caught."""
+"""A training step waits for no device: between log intervals the MDLM trainer (all three objectives), both drafter
+trainers (online and offline) and the self-drafting trainer make no call that would make the host wait for a GPU
+(`HostSyncs`, lesson 02: reading a value back, a copy to the CPU, a boolean-mask gather), and a non-finite loss is
+still caught."""
 
 import pytest
 import torch
@@ -59,6 +60,17 @@ def test_drafter_trainer_steps_make_no_host_sync(tmp_path, algorithm, offline):
             "", algorithm, **run, **own, train_data_path="", train_hidden_states_path=str(tmp_path / "feats")
         )
     tr = DraftTrainer(cfg, tmp_path / "run", target=None if offline else tgt, progress=False, log=lambda *a: None)
+    assert _steps_without_waits(tr) == [[], []]
+
+
+def test_self_draft_trainer_steps_make_no_host_sync(tmp_path):
+    "Lesson 22a's trainer decides its masks, mask rows and scored positions on the host: the device gets index lists."
+    from mdlm_kit.drafts.selfdraft import AdaptSettings, SelfDraftTrainer
+
+    tgt = save_tiny_target_and_chat(tmp_path, "llama")
+    s = AdaptSettings(target=str(tmp_path / "t"), data=str(tmp_path / "chat.jsonl"), batch_size=2, max_length=96)
+    s.rank, s.max_steps, s.device, s.distill = 4, 10, "cpu", 0.5
+    tr = SelfDraftTrainer(s, tmp_path / "run", target=tgt, progress=False, log=lambda *a: None)
     assert _steps_without_waits(tr) == [[], []]
 
 

@@ -19,7 +19,8 @@ __all__ = ['DEVICE_CHOICES', 'CPU_PATHS', 'KEY_FLAGS', 'EXAMPLE_CPUS', 'PRECISIO
            'note_once', 'Precision', 'canonical_precision', 'resolve_precision', 'inference_precision', 'draft_dtype',
            'cast_weights', 'autocast', 'make_grad_scaler', 'configure_backends', 'sdpa_context', 'seed_everything',
            'get_rng_state', 'set_rng_state', 'preserved_rng', 'device_summary', 'machine_summary', 'memory_stats',
-           'compile_stats', 'launched_world_size', 'synchronize', 'DeviceAudit', 'HostSyncs', 'host_value', 'to_device']
+           'compile_stats', 'launched_world_size', 'synchronize', 'DeviceAudit', 'HostSyncs', 'host_value',
+           'host_nonzero', 'to_device']
 
 # %% ../../nbs/02_device.ipynb #fc3df06d
 class KitError(Exception):
@@ -611,6 +612,18 @@ def host_value(t: torch.Tensor):
     _HOST_READS.add(id(t))
     try:
         return t.tolist()
+    finally:
+        _HOST_READS.discard(id(t))
+
+
+def host_nonzero(t: torch.Tensor) -> torch.Tensor:
+    """`t.nonzero()` (N, t.dim) of a host tensor (a batch's masks, before the batch is sent): where the device's work
+    goes is decided on the host, and no GPU is waited for, so `HostSyncs` does not count it."""
+    if t.device.type != "cpu":
+        raise DeviceError(f"host_nonzero reads a host tensor; this one is on {t.device} (use nonzero, which waits).")
+    _HOST_READS.add(id(t))
+    try:
+        return t.nonzero()
     finally:
         _HOST_READS.discard(id(t))
 

@@ -10,6 +10,7 @@ import inspect
 import json
 import math
 import weakref
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 import torch
@@ -19,7 +20,7 @@ from fastcore.basics import patch
 from ..core.checkpoint import CheckpointError, CheckpointManager, load_model_dir, resume_point, save_model_dir
 from ..core.config import ConfigError, setting
 from ..core.device import KitError, autocast, host_value, make_grad_scaler, resolve_device, resolve_precision
-from ..core.device import seed_everything
+from ..core.device import host_nonzero, seed_everything, to_device
 from ..core.layers import lr_schedule, make_optimizer
 from ..core.loop import EventLog, TrainLoop, check_resume
 from .chat_data import build_chat_dataset, dataset_key
@@ -72,6 +73,7 @@ class MaskRowAdapters(nn.Module):
         self.lora_b = nn.ParameterList([nn.Parameter(torch.zeros(o, r)) for _, o in cfg.shapes] if r else [])
         self.rows = None  # (n,) flat indices of this forward's mask rows (set by the embedding's hook)
         self.offsets = None  # (n,) their offsets in their block
+        self._given = None  # (rows, offsets) decided on the host for the next forwards (`given_rows`)
         self._hooks = []
         self._host = None  # a weak reference to the target the hooks are in
 
@@ -120,10 +122,12 @@ def attach(self: MaskRowAdapters, target: TargetModel) -> TargetModel:
 
     def find_rows(module, args):
         ids = args[0]
-        is_mask = ids.reshape(-1) >= V
-        self.rows = is_mask.nonzero().squeeze(1)  # (n,)
-        self.offsets = ids.reshape(-1)[self.rows] - V
-        return (ids.masked_fill(is_mask.view_as(ids), 0),) + tuple(args[1:])
+        if self._given is not None:  # where the mask rows are was decided on the host: nothing to wait for
+            self.rows, self.offsets = self._given
+        else:  # found in the ids: `nonzero` makes the host wait for the device (fine while decoding)
+            self.rows = (ids.reshape(-1) >= V).nonzero().squeeze(1)  # (n,)
+            self.offsets = ids.reshape(-1)[self.rows] - V
+        return (ids.masked_fill(ids >= V, 0),) + tuple(args[1:])
 
     def embed_masks(module, args, out):
         if self.rows.numel() == 0:
@@ -155,6 +159,18 @@ def _lora_hook(self: MaskRowAdapters, i: int):
 
 
 @patch
+@contextmanager
+def given_rows(self: MaskRowAdapters, rows: torch.Tensor, offsets: torch.Tensor):
+    """Inside, every forward takes `rows` (flat indices into its (B, T) tokens, on the device) as its mask rows, at
+    `offsets` in their blocks, instead of finding them in its ids: a training step decides them on the host."""
+    self._given = (rows, offsets)
+    try:
+        yield self
+    finally:
+        self._given = None
+
+
+@patch
 def detach(self: MaskRowAdapters):
     "Remove the hooks: the target is itself again."
     for h in self._hooks:
@@ -179,19 +195,20 @@ def noised_attention(starts: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
 # %% ../../nbs/22a_self_draft.ipynb #382842fa
 def draw_masks(loss_mask: torch.Tensor, starts: torch.Tensor, p_full: float, g: torch.Generator) -> torch.Tensor:
     """Which positions the noised copy masks (B, L): each block wholly with probability `p_full` (as drafting sees
-    it), else a uniform number 1..size-1 of its positions; a block without a supervised token stays clean."""
+    it), else a uniform number 1..size-1 of its positions; a block without a supervised token stays clean. All blocks
+    of the batch are drawn at once, on the host, with nothing read back."""
     B, L = loss_mask.shape
-    out = torch.zeros(B, L, dtype=torch.bool)
-    for r in range(B):
-        for s in starts[r].unique().tolist():
-            idx = (starts[r] == s).nonzero().squeeze(1)
-            if not bool(loss_mask[r, idx].any()):
-                continue
-            n = len(idx)
-            full = n == 1 or float(torch.rand((), generator=g)) < p_full
-            k = n if full else int(torch.randint(1, n, (), generator=g))
-            out[r, idx[torch.randperm(n, generator=g)[:k]]] = True
-    return out
+    first = torch.ones(B, L, dtype=torch.bool)
+    first[:, 1:] = starts[:, 1:] != starts[:, :-1]  # where a block begins
+    blk = (first.long().cumsum(1) - 1 + torch.arange(B)[:, None] * L).reshape(-1)  # (B*L,) block ids, batch-wide
+    size = torch.zeros(B * L, dtype=torch.long).index_add_(0, blk, torch.ones_like(blk))  # positions per block
+    taught = torch.zeros(B * L, dtype=torch.long).index_add_(0, blk, loss_mask.reshape(-1).long()) > 0
+    u_full, u_k, u_order = torch.rand(3, B * L, generator=g, dtype=torch.float64)
+    k = torch.where((size == 1) | (u_full < p_full), size, 1 + (u_k * (size - 1)).long())  # positions to mask
+    order = (blk + u_order).argsort()  # block by block, in a random order inside each block
+    rank = torch.empty_like(blk)
+    rank[order] = torch.arange(B * L) - (size.cumsum(0) - size)[blk[order]]  # place in its block's random order
+    return (taught[blk] & (rank < k[blk])).view(B, L)
 
 # %% ../../nbs/22a_self_draft.ipynb #21bcd545
 def cache_keyword(model) -> str:
@@ -202,36 +219,43 @@ def cache_keyword(model) -> str:
 def self_draft_loss(target, adapters, ids, loss_mask, valid, masked, starts, distill: float = 0.0) -> dict:
     """The loss on a right-padded batch `ids` (B, L) with `masked` positions as mask rows (see above): the summed loss
     (`numerator`), the scored positions' count (`denominator`), and per scored position its `hit` (top-1 right) and
-    `offset` in its block."""
+    `offset` in its block. All five tensors are the host's (the batch before it is sent): which rows are noised, seen
+    and scored is decided there, and the device gets index lists, so nothing waits for it."""
     from transformers import DynamicCache
 
     dec, head = target.model.get_decoder(), target.model.get_output_embeddings()
     B, L = ids.shape
-    dev, V = ids.device, adapters.config.vocab_size
-    masked = masked & valid
-    cache, kw = DynamicCache(), cache_keyword(dec)
-    with torch.no_grad():
-        h_clean = dec(input_ids=ids, use_cache=True, **{kw: cache}).last_hidden_state  # (B, L, H)
-    offsets = torch.arange(L, device=dev)[None] - starts  # (B, L) in [0, block)
-    cut = max(0, int(host_value(starts[masked].min()))) if bool(host_value(masked.any())) else L - 1
-    noised = torch.where(masked, V + offsets, ids)[:, cut:]
-    att = noised_attention(starts.cpu(), valid.cpu()).to(dev)[:, :, cut:]
+    dev, V = head.weight.device, adapters.config.vocab_size
+    masked = masked & valid  # (B, L), and all below it to `to_device`, on the host
+    low = host_value(torch.where(masked, starts, L).amin())
+    cut = max(0, low) if low < L else L - 1  # the noised copy starts at the first masked block
+    offsets = torch.arange(L)[None] - starts  # (B, L) in [0, block)
+    noised = torch.where(masked, V + offsets, ids)[:, cut:]  # (B, L - cut)
+    att = noised_attention(starts, valid)[:, :, cut:]
     att = torch.cat([att[..., :L], att[..., L + cut :]], -1)  # (B, 1, L - cut, 2L - cut)
-    att[:, 0, :, L:] |= torch.eye(L - cut, dtype=torch.bool, device=dev)  # padding rows see themselves
+    att[:, 0, :, L:] |= torch.eye(L - cut, dtype=torch.bool)  # padding rows see themselves
+    r, c = host_nonzero((masked & loss_mask.bool())[:, cut:]).unbind(1)  # the scored positions, (n,) each
+    rows = host_nonzero(masked[:, cut:].reshape(-1)).squeeze(1)  # the mask rows, flat
+    give = {k: to_device(t, dev) for k, t in dict(ids=ids, noised=noised, att=att, r=r, c=c, rows=rows).items()}
+    give["offs"] = to_device(offsets[:, cut:].reshape(-1)[rows], dev)
+    cache, kw, none = DynamicCache(), cache_keyword(dec), give["rows"][:0]
+    with torch.no_grad(), adapters.given_rows(none, none):  # the clean copy: no mask rows
+        h_clean = dec(input_ids=give["ids"], use_cache=True, **{kw: cache}).last_hidden_state  # (B, L, H)
     pos = torch.arange(cut, L, device=dev)[None].expand(B, L - cut)
-    h = dec(input_ids=noised, position_ids=pos, attention_mask=att, use_cache=True, **{kw: cache})
-    sel = (masked & loss_mask.bool())[:, cut:]  # (B, L - cut): the scored positions
-    logits = head(h.last_hidden_state[sel]).float()  # (n, V)
-    labels = ids[:, cut:][sel]
+    with adapters.given_rows(give["rows"], give["offs"]):
+        att_d = give["att"]
+        h = dec(input_ids=give["noised"], position_ids=pos, attention_mask=att_d, use_cache=True, **{kw: cache})
+    rd, cd = give["r"], give["c"]
+    logits = head(h.last_hidden_state[rd, cd]).float()  # (n, V)
+    labels = give["ids"][rd, cd + cut]
     loss = F.cross_entropy(logits, labels, reduction="sum")
     if distill > 0:
-        r, c = sel.nonzero().unbind(1)
-        with torch.no_grad():
-            teacher = head(h_clean[r, c + cut - 1]).float().log_softmax(-1)  # the clean row before: the target's view
+        with torch.no_grad():  # the clean row before: the target's own view
+            teacher = head(h_clean[rd, cd + cut - 1]).float().log_softmax(-1)
         kl = F.kl_div(logits.log_softmax(-1), teacher, log_target=True, reduction="sum")
         loss = (1 - distill) * loss + distill * kl
     hit = logits.argmax(-1) == labels
-    return {"numerator": loss, "denominator": sel.sum(), "hit": hit, "offset": offsets[:, cut:][sel]}
+    return {"numerator": loss, "denominator": len(r), "hit": hit, "offset": offsets[:, cut:][r, c]}
 
 # %% ../../nbs/22a_self_draft.ipynb #c2a02c13
 @dataclass
@@ -339,7 +363,7 @@ class SelfDraftTrainer(TrainLoop):
 # %% ../../nbs/22a_self_draft.ipynb #a5c5a330
 @patch
 def batch(self: SelfDraftTrainer, data, idx, g: torch.Generator, p_full: float):
-    "Right-padded ids, loss mask, validity, drawn masks and block starts (a random shift a row), on the device."
+    "Right-padded ids, loss mask, validity, drawn masks and block starts (a random shift a row), on the host."
     rows, bs = [data[i] for i in idx], self.s.block_size
     B, L = len(rows), max(len(r["input_ids"]) for r in rows)
     ids, lm = torch.zeros(B, L, dtype=torch.long), torch.zeros(B, L, dtype=torch.long)
@@ -347,10 +371,9 @@ def batch(self: SelfDraftTrainer, data, idx, g: torch.Generator, p_full: float):
     for i, r in enumerate(rows):
         n = len(r["input_ids"])
         ids[i, :n], lm[i, :n], valid[i, :n] = r["input_ids"], r["loss_mask"], True
-    shift = torch.randint(0, bs, (B,), generator=g).tolist()
+    shift = host_value(torch.randint(0, bs, (B,), generator=g))
     starts = torch.stack([block_starts(L, bs, k) for k in shift])
-    masked = draw_masks(lm, starts, p_full, g) & valid
-    return [t.to(self.device) for t in (ids, lm, valid, masked, starts)]
+    return ids, lm, valid, draw_masks(lm, starts, p_full, g) & valid, starts
 
 
 @patch
@@ -370,7 +393,7 @@ def train_step(self: SelfDraftTrainer) -> dict:
     lr = self.set_lr(lr_schedule(self.step, s.learning_rate, s.warmup_steps, s.max_steps))
     epoch, b = divmod(self.step, -(-len(self.train_set) // s.batch_size))
     order = torch.randperm(len(self.train_set), generator=torch.Generator().manual_seed(s.seed * 7919 + epoch))
-    idx = order[b * s.batch_size : (b + 1) * s.batch_size].tolist()
+    idx = host_value(order[b * s.batch_size : (b + 1) * s.batch_size])
     g = torch.Generator().manual_seed(s.seed * 1_000_003 + self.step)
     self.model.train()
     last = {}
@@ -421,11 +444,11 @@ def evaluate(self: SelfDraftTrainer) -> dict:
         ids, lm, valid, masked, starts = self.batch(self.eval_set, list(range(i, min(i + s.batch_size, n))), g, 1.0)
         with autocast(self.precision):
             out = self_draft_loss(self.target, self.model, ids, lm, valid, masked, starts)
-        sel = (masked & valid & lm.bool()).cpu()
+        sel = masked & valid & lm.bool()
         hit = [[None] * ids.shape[1] for _ in range(ids.shape[0])]
         for (r, c), h in zip(sel.nonzero().tolist(), out["hit"].tolist()):  # the same positions, in order
             hit[r][c] = h
-        blocks += block_hits(hit, starts.cpu(), bs)
+        blocks += block_hits(hit, starts, bs)
     acc = [round(sum(b[j] for b in blocks) / max(len(blocks), 1), 4) for j in range(bs)]
     return {"tau": round(drafting_tau(blocks), 4), "acc_by_offset": acc, "blocks": len(blocks)}
 
