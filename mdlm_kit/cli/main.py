@@ -61,7 +61,7 @@ def build_config(args) -> ExperimentConfig:
         given["training.warmup_steps"] = steps // 10  # a short run still warms up, for a tenth of it
     return validate(apply_settings(base, given))
 
-# %% ../../nbs/26_cli.ipynb #30b017e4
+# %% ../../nbs/26_cli.ipynb #406d9793
 def cmd_prepare(args):
     cfg = build_config(args)
     out = Path(args.output_dir or cfg.data.data_dir or "data")
@@ -69,6 +69,19 @@ def cmd_prepare(args):
     print(json.dumps(json.loads((out / "meta.json").read_text()), indent=2))
 
 
+def _add_prepare(sub):
+    "The `mdlm-kit prepare` command and its flags."
+    p = command(
+        sub,
+        "prepare",
+        cmd_prepare,
+        help="train the tokenizer and pack the corpus into blocks",
+        description="Read the corpus, train (or load) the tokenizer and write train.bin/val.bin/meta.json.",
+    )
+    p.add_argument("--output-dir", help="data directory (default: data.data_dir, else ./data)")
+    _common(p, only=("data.", "name"))
+
+# %% ../../nbs/26_cli.ipynb #72e21be5
 def cmd_train(args):
     "Under `torchrun --nproc-per-node N`, each of the N processes trains its share of every batch (lesson 11)."
     cfg = build_config(args)
@@ -78,7 +91,20 @@ def cmd_train(args):
     trainer.run()
     leave_process_group(trainer.world)
 
-# %% ../../nbs/26_cli.ipynb #2d05b51d
+
+def _add_train(sub):
+    "The `mdlm-kit train` command and its flags."
+    p = command(
+        sub,
+        "train",
+        cmd_train,
+        help="train an MDLM from a config",
+        description="Train, checkpoint and resume an MDLM run.",
+    )
+    add_run_flags(p, "config.toml, events.jsonl, checkpoints/, inference/")
+    _common(p)
+
+# %% ../../nbs/26_cli.ipynb #faf98501
 def cmd_sample(args):
     if is_self_draft_dir(args.checkpoint):  # a target adapted to write as a diffusion LM (lesson 22a)
         return _sample_self_draft(args)
@@ -100,6 +126,29 @@ def _sample_self_draft(args):
     print(f"({len(r['tokens'])} tokens in {r['forwards']} forwards: {r['tokens_per_forward']:.2f} a forward)")
 
 
+def _add_sample(sub):
+    "The `mdlm-kit sample` command and its flags."
+    p = command(
+        sub,
+        "sample",
+        cmd_sample,
+        help="generate text from an inference checkpoint",
+        description="Generate by iterative unmasking from a run's inference/ directory.",
+    )
+    p.add_argument(
+        "--checkpoint", required=True, help="an inference directory (RUN/inference), or self-drafting adapters"
+    )
+    p.add_argument("--prompt", default="", help="text the generation continues (kept fixed); adapters: the question")
+    add_config_flags(p, SampleSettings)
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=REVEAL_THRESHOLD,
+        help="self-drafting adapters: reveal a block's token where the model gives it at least this probability",
+    )
+    p.add_argument("--device", help="auto, cpu, cuda or mps")
+
+# %% ../../nbs/26_cli.ipynb #a5d93975
 def _eval_text(model, tok, kind: str, args) -> dict:
     """A text file: exact NLL for an AR model, the ELBO bound (`--levels` x `--repeats` mask draws) for an MDLM, the
     block-diffusion bound (`--levels`) for a bd3lm model."""
@@ -118,7 +167,7 @@ def _eval_text(model, tok, kind: str, args) -> dict:
         res = text_elbo(model, tok, text, args.levels, args.repeats)
     return {"text": str(p), **res}
 
-# %% ../../nbs/26_cli.ipynb #b7b1d106
+
 def _eval_split(model, tok, kind: str, args) -> dict:
     "A packed split, scored as `quickstart --baseline` scores it, beside its unigram entropy."
     data = PackedData(args.data)
@@ -144,6 +193,26 @@ def cmd_eval(args):
     print(json.dumps(res))
 
 
+def _add_eval(sub):
+    "The `mdlm-kit eval` command and its flags."
+    p = command(
+        sub,
+        "eval",
+        cmd_eval,
+        help="nats/token and bits/char of a text file or a packed split",
+        description="Print one JSON line with the model's nats/token and bits/char on --text or on a packed split "
+        "(--data): the ELBO bound for an MDLM, the exact NLL for an AR model.",
+    )
+    p.add_argument("--checkpoint", required=True, help="an inference directory (RUN/inference)")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--text", help="UTF-8 text file to score")
+    what.add_argument("--data", help="packed data directory (RUN/data or data.data_dir): score its --split")
+    p.add_argument("--split", default="val", choices=("val", "train"), help="with --data: which split (default val)")
+    p.add_argument("--levels", type=int, default=16, help="noise levels of the quadrature")
+    p.add_argument("--repeats", type=int, default=1, help="with --text: independent mask draws per level")
+    p.add_argument("--device", help="auto, cpu, cuda or mps")
+
+# %% ../../nbs/26_cli.ipynb #ac536d3b
 def _finished(out: Path, args) -> bool:
     return "training.max_steps" not in settings_from_flags(args) and bool(read_events(out / "events.jsonl", "complete"))
 
@@ -158,7 +227,7 @@ def _train_or_reuse(cfg, out: Path, args, label: str):
         print(f"continuing the {label} run in {out}")
     Trainer(cfg, out, resume=resume, progress=not args.no_progress).run()
 
-# %% ../../nbs/26_cli.ipynb #a237ee0c
+
 def _start_baseline(cfg, out: Path, args, threads: int):
     "Train the AR baseline in a child process beside this one (log: out/train.log); None if it already finished."
     import os, subprocess
@@ -250,7 +319,7 @@ def comparison_of(out: Path, mdlm_model, ar_model, data: PackedData, compare=com
     atomic_write_text(saved, json.dumps(c, indent=2) + "\n")
     return c
 
-# %% ../../nbs/26_cli.ipynb #68415324
+# %% ../../nbs/26_cli.ipynb #e87c63ca
 def cmd_quickstart(args):
     from dataclasses import replace
     import torch
@@ -303,6 +372,28 @@ def cmd_quickstart(args):
         f"--prompt \"The import system\" --length 64 --steps 64 --sampler confidence --seed 1"
     )
 
+
+def _add_quickstart(sub):
+    "The `mdlm-kit quickstart` command and its flags."
+    p = command(
+        sub,
+        "quickstart",
+        cmd_quickstart,
+        help="build data and tokenizer, train a small MDLM, print samples",
+        description="Build the embedded corpus (or --corpus) and tokenizer, train the default small model, "
+        "print the validation bound and samples. Rerunning continues or reuses the run.",
+    )
+    p.add_argument("--output-dir", default="runs/quickstart", help="run directory (default: runs/quickstart)")
+    p.add_argument("--seed", type=int, default=0, help="seed for the printed samples (--set training.seed=N trains)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also train the autoregressive baseline (same size, data and steps) beside it, on half the cores, "
+        "and print both models scored on the validation text (about 1.5x the time)",
+    )
+    _common(p, skip=("seed",))  # --seed seeds the printed samples
+
 # %% ../../nbs/26_cli.ipynb #07c4c0e4
 def parse_objective(spec: str) -> tuple[str, int | None]:
     "`ar`, `mdlm`, or `bd3lm:B` (block diffusion with blocks of B tokens) -> (objective, block length or None)."
@@ -350,7 +441,7 @@ def _same_run(row: dict, objective: str, block, seed: int, fraction: float) -> b
         fraction,
     )
 
-# %% ../../nbs/26_cli.ipynb #ab7cf571
+# %% ../../nbs/26_cli.ipynb #40a84272
 def cmd_sweep(args):
     import itertools, time
 
@@ -389,30 +480,7 @@ def cmd_sweep(args):
     plot_sweep(rows, out / "sweep.png")
     print(f"{len(rows)} runs in {path}; the figure in {out / 'sweep.png'}")
 
-# %% ../../nbs/26_cli.ipynb #3548d2e8
-def plot_sweep(rows: list[dict], path):
-    "Bits/char against tokens seen: a line per objective (and corpus fraction), the seeds' mean and their range."
-    from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7, 4), layout="constrained")
-    ax = fig.subplots()
-    groups = {}
-    for r in rows:
-        label = r["objective"] + (f":{r['block_length']}" if r["block_length"] else "")
-        label += f", {r['corpus_fraction']:g} of the corpus" if r["corpus_fraction"] != 1 else ""
-        groups.setdefault(label, {}).setdefault(r["tokens_seen"], []).append(r["bits_per_char"])
-    for label, points in sorted(groups.items()):
-        xs = sorted(points)
-        mean = [sum(points[x]) / len(points[x]) for x in xs]
-        line = ax.plot(xs, mean, "o-", label=label)[0]
-        ax.fill_between(
-            xs, [min(points[x]) for x in xs], [max(points[x]) for x in xs], color=line.get_color(), alpha=0.2
-        )
-    ax.set(xscale="log", xlabel="training tokens seen", ylabel="validation bits/char (MDLM, BD3-LM: bound)")
-    ax.legend(fontsize=8)
-    fig.savefig(path, dpi=110)
-
-# %% ../../nbs/26_cli.ipynb #0ef4af7a
 _SWEPT = ("objective", "block_length", "max_steps", "seed", "train_fraction")
 
 
@@ -447,7 +515,30 @@ def _add_sweep(sub):
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     _common(p, skip=_SWEPT)  # what the sweep varies has flags of its own
 
-# %% ../../nbs/26_cli.ipynb #f5546ec6
+# %% ../../nbs/26_cli.ipynb #3548d2e8
+def plot_sweep(rows: list[dict], path):
+    "Bits/char against tokens seen: a line per objective (and corpus fraction), the seeds' mean and their range."
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 4), layout="constrained")
+    ax = fig.subplots()
+    groups = {}
+    for r in rows:
+        label = r["objective"] + (f":{r['block_length']}" if r["block_length"] else "")
+        label += f", {r['corpus_fraction']:g} of the corpus" if r["corpus_fraction"] != 1 else ""
+        groups.setdefault(label, {}).setdefault(r["tokens_seen"], []).append(r["bits_per_char"])
+    for label, points in sorted(groups.items()):
+        xs = sorted(points)
+        mean = [sum(points[x]) / len(points[x]) for x in xs]
+        line = ax.plot(xs, mean, "o-", label=label)[0]
+        ax.fill_between(
+            xs, [min(points[x]) for x in xs], [max(points[x]) for x in xs], color=line.get_color(), alpha=0.2
+        )
+    ax.set(xscale="log", xlabel="training tokens seen", ylabel="validation bits/char (MDLM, BD3-LM: bound)")
+    ax.legend(fontsize=8)
+    fig.savefig(path, dpi=110)
+
+# %% ../../nbs/26_cli.ipynb #64262653
 def playground_setup(args):
     "The Playground the `playground` command would serve, with every flag checked (and nothing served)."
     try:
@@ -476,7 +567,7 @@ def playground_setup(args):
         raise UsageError("--target and --draft go together: pass both, or neither.")
     from mdlm_kit.drafts.speculate import DecodeSettings, prepare_decoding
 
-    s = apply_settings(DecodeSettings(), settings_from_flags(args))
+    s = settings_for(args, DecodeSettings)
     dev = resolve_device(s.device)
     target = draft = None
     if args.target:  # the set-up `speculate` uses (21_speculate): one precision for target and drafter, one cast
@@ -487,104 +578,13 @@ def playground_setup(args):
             raise UsageError(f"the drafter in {args.draft!r} was trained for another target than {args.target!r}.")
     return Playground(ckpt, roots, target, draft, device=dev)
 
-
+# %% ../../nbs/26_cli.ipynb #603cfed0
 def cmd_playground(args):
     from mdlm_kit.ui.playground import launch
 
     launch(playground_setup(args), args.host, args.port)
 
-# %% ../../nbs/26_cli.ipynb #8d6acc99
-def _add_quickstart(sub):
-    "The `mdlm-kit quickstart` command and its flags."
-    p = command(
-        sub,
-        "quickstart",
-        cmd_quickstart,
-        help="build data and tokenizer, train a small MDLM, print samples",
-        description="Build the embedded corpus (or --corpus) and tokenizer, train the default small model, "
-        "print the validation bound and samples. Rerunning continues or reuses the run.",
-    )
-    p.add_argument("--output-dir", default="runs/quickstart", help="run directory (default: runs/quickstart)")
-    p.add_argument("--seed", type=int, default=0, help="seed for the printed samples (--set training.seed=N trains)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--baseline",
-        action="store_true",
-        help="also train the autoregressive baseline (same size, data and steps) beside it, on half the cores, "
-        "and print both models scored on the validation text (about 1.5x the time)",
-    )
-    _common(p, skip=("seed",))  # --seed seeds the printed samples
 
-
-def _add_prepare(sub):
-    "The `mdlm-kit prepare` command and its flags."
-    p = command(
-        sub,
-        "prepare",
-        cmd_prepare,
-        help="train the tokenizer and pack the corpus into blocks",
-        description="Read the corpus, train (or load) the tokenizer and write train.bin/val.bin/meta.json.",
-    )
-    p.add_argument("--output-dir", help="data directory (default: data.data_dir, else ./data)")
-    _common(p, only=("data.", "name"))
-
-# %% ../../nbs/26_cli.ipynb #8220e13a
-def _add_train(sub):
-    "The `mdlm-kit train` command and its flags."
-    p = command(
-        sub,
-        "train",
-        cmd_train,
-        help="train an MDLM from a config",
-        description="Train, checkpoint and resume an MDLM run.",
-    )
-    add_run_flags(p, "config.toml, events.jsonl, checkpoints/, inference/")
-    _common(p)
-
-
-def _add_sample(sub):
-    "The `mdlm-kit sample` command and its flags."
-    p = command(
-        sub,
-        "sample",
-        cmd_sample,
-        help="generate text from an inference checkpoint",
-        description="Generate by iterative unmasking from a run's inference/ directory.",
-    )
-    p.add_argument(
-        "--checkpoint", required=True, help="an inference directory (RUN/inference), or self-drafting adapters"
-    )
-    p.add_argument("--prompt", default="", help="text the generation continues (kept fixed); adapters: the question")
-    add_config_flags(p, SampleSettings)
-    p.add_argument(
-        "--threshold",
-        type=float,
-        default=REVEAL_THRESHOLD,
-        help="self-drafting adapters: reveal a block's token where the model gives it at least this probability",
-    )
-    p.add_argument("--device", help="auto, cpu, cuda or mps")
-
-# %% ../../nbs/26_cli.ipynb #154bc2f6
-def _add_eval(sub):
-    "The `mdlm-kit eval` command and its flags."
-    p = command(
-        sub,
-        "eval",
-        cmd_eval,
-        help="nats/token and bits/char of a text file or a packed split",
-        description="Print one JSON line with the model's nats/token and bits/char on --text or on a packed split "
-        "(--data): the ELBO bound for an MDLM, the exact NLL for an AR model.",
-    )
-    p.add_argument("--checkpoint", required=True, help="an inference directory (RUN/inference)")
-    what = p.add_mutually_exclusive_group(required=True)
-    what.add_argument("--text", help="UTF-8 text file to score")
-    what.add_argument("--data", help="packed data directory (RUN/data or data.data_dir): score its --split")
-    p.add_argument("--split", default="val", choices=("val", "train"), help="with --data: which split (default val)")
-    p.add_argument("--levels", type=int, default=16, help="noise levels of the quadrature")
-    p.add_argument("--repeats", type=int, default=1, help="with --text: independent mask draws per level")
-    p.add_argument("--device", help="auto, cpu, cuda or mps")
-
-# %% ../../nbs/26_cli.ipynb #76f18ddf
 _PLAYGROUND_FLAGS = ("device", "precision", "draft_precision", "one_row", "packed", "auto_products")
 
 
