@@ -242,9 +242,8 @@ def self_draft_loss(target, adapters, ids, loss_mask, valid, masked, starts, dis
     with torch.no_grad(), adapters.given_rows(none, none):  # the clean copy: no mask rows
         h_clean = dec(input_ids=give["ids"], use_cache=True, **{kw: cache}).last_hidden_state  # (B, L, H)
     pos = torch.arange(cut, L, device=dev)[None].expand(B, L - cut)
-    with adapters.given_rows(give["rows"], give["offs"]):
-        att_d = give["att"]
-        h = dec(input_ids=give["noised"], position_ids=pos, attention_mask=att_d, use_cache=True, **{kw: cache})
+    with adapters.given_rows(give["rows"], give["offs"]):  # the noised copy, after the clean one in the cache
+        h = dec(input_ids=give["noised"], position_ids=pos, attention_mask=give["att"], use_cache=True, **{kw: cache})
     rd, cd = give["r"], give["c"]
     logits = head(h.last_hidden_state[rd, cd]).float()  # (n, V)
     labels = give["ids"][rd, cd + cut]
