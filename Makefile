@@ -43,8 +43,9 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "warning: no /usr/bin/chromium; the browser tests will fail: run 'sudo apt-get install -y chromium'"; fi; }
 
-# each notebook runs once: `make test` runs the lessons in JupyterLab (tests/test_jupyterlab.py, slow) and the lab pages
-# under nbdev-test; `make test-fast` skips the slow tests, so it runs the lessons under nbdev-test instead
+# each notebook runs once: `make test` runs the lessons in JupyterLab (tests/test_jupyterlab.py, slow; on x86 as an AVX2
+# laptop would) and the lab pages under nbdev-test; `make test-fast` skips the slow tests, so it runs the lessons under
+# nbdev-test on this CPU as it is
 test: install browser lint pytest labtest check-sync
 
 test-fast: install browser lint
