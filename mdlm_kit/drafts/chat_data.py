@@ -14,6 +14,7 @@ from ..core.checkpoint import append_jsonl, atomic_torch_save, file_sha256, repa
 from ..core.checkpoint import CheckpointError
 from ..core.config import setting
 from ..text.data import reference_topics
+from .targets import TARGET_HELP
 from ..text.tokenizer import tokenizer_sha256
 from ..core.device import KitError
 
@@ -742,7 +743,7 @@ def self_written_prompts(
 class ChatDataSettings:
     "What `mdlm-kit make-chat-data` answers, with which target, and how."
 
-    target: str = setting("smollm2", "target model: a name, .gguf file, model directory or hub id")
+    target: str = setting("smollm2", TARGET_HELP)
     prompts: str = setting(
         "embedded",
         "'embedded' (five kinds in turn: Python docs, writing, code, maths, reasoning) or a JSONL of conversations",

@@ -15,7 +15,7 @@ from ..core.checkpoint import atomic_write, atomic_write_text
 from ..core.config import setting
 from .chat_data import build_chat_dataset, dataset_key
 from .dflash import build_target_layer_ids
-from .targets import digests_match
+from .targets import TARGET_HELP, digests_match
 from ..core.device import KitError
 
 # %% auto #0
@@ -203,7 +203,7 @@ class HiddenStates:
 class HiddenStatesSettings:
     "What `mdlm-kit hidden-states` runs the target over, which of its layers it keeps, and how it stores them."
 
-    target: str = setting("smollm2", "target model: a name, .gguf file, model directory or hub id")
+    target: str = setting("smollm2", TARGET_HELP)
     data: str = setting("", "chat JSONL", required=True)
     output: str = setting("", "output directory (shards + index.json); rerun to resume", required=True)
     layers: list = setting([], "comma-separated layer ids (default: --num-feature-layers by the DFlash spread rule)")

@@ -24,7 +24,7 @@ from ..core.device import host_nonzero, seed_everything, to_device
 from ..core.layers import lr_schedule, make_optimizer
 from ..core.loop import EventLog, TrainLoop, check_resume
 from .chat_data import build_chat_dataset, dataset_key
-from .targets import TargetModel, digests_match
+from .targets import TARGET_HELP, TargetModel, digests_match
 from .verification import CachedTarget, Drafter, Proposal, Proposer, register_drafter
 
 # %% auto #0
@@ -261,7 +261,7 @@ def self_draft_loss(target, adapters, ids, loss_mask, valid, masked, starts, dis
 class AdaptSettings:
     "The settings of `mdlm-kit adapt`: target, data, adapters and the run."
 
-    target: str = setting("smollm2", "the target to adapt (a name, .gguf, directory or hub id)")
+    target: str = setting("smollm2", TARGET_HELP)
     data: str = setting("", "a JSONL of conversations answered by the target itself (make-chat-data)")
     eval_data: str = setting("", "held-out conversations for the evaluation (none: no evaluation)")
     block_size: int = setting(4, "tokens in a block: the mask rows written (or drafted) in one forward")

@@ -20,8 +20,8 @@ from ..text.data import reference_topics
 from ..core.layers import PackedLinear, few_rows_linear, few_rows_linears, int8_linears
 
 # %% auto #0
-__all__ = ['KNOWN_TARGETS', 'CHATML_TEMPLATE', 'LLAMA3_TEMPLATE', 'CHAT_TEMPLATES', 'ROW_ATTENTION_MAX', 'TargetError',
-           'resolve_target', 'kit_cache_dir', 'converted_gguf', 'pretrained_path', 'TargetOutput',
+__all__ = ['KNOWN_TARGETS', 'TARGET_HELP', 'CHATML_TEMPLATE', 'LLAMA3_TEMPLATE', 'CHAT_TEMPLATES', 'ROW_ATTENTION_MAX',
+           'TargetError', 'resolve_target', 'kit_cache_dir', 'converted_gguf', 'pretrained_path', 'TargetOutput',
            'weights_fingerprint', 'target_digest', 'digests_match', 'TargetModel', 'TargetEmbeddingsAndHead',
            'target_shape', 'flatten_draft_config', 'rotary_embedding', 'DraftShape', 'read_draft_config',
            'feature_scaled_init_', 'chat_template_from', 'tiny_tokenizer', 'tiny_target', 'row_attention', 'exact_rows',
@@ -40,6 +40,7 @@ KNOWN_TARGETS = {
         "description": "SmolLM2-135M-Instruct (Llama, 30 layers, hidden 576, vocab 49152), 4-bit GGUF",
     },
 }
+TARGET_HELP = "target: 'smollm2' (the embedded default), a .gguf file, a model directory or a hub id"
 
 
 def resolve_target(name_or_path: str | Path) -> tuple[str, str | None]:

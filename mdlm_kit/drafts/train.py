@@ -20,7 +20,7 @@ from ..core.device import KitError, autocast, make_grad_scaler, resolve_device, 
 from ..core.device import cast_weights, configure_backends, host_value, seed_everything, to_device
 from ..core.loop import EventLog, ResumeError, TrainLoop, check_resume
 from .targets import TargetModel, TargetEmbeddingsAndHead, TargetError, chat_template_from
-from .targets import digests_match
+from .targets import TARGET_HELP, digests_match
 from .chat_data import build_chat_dataset, dataset_key
 from .features import HiddenStates, FeaturesError
 from .verification import drafters
@@ -35,9 +35,7 @@ __all__ = ['SECTIONS', 'RESUME_MAY_CHANGE', 'SUMS', 'TargetSettings', 'DataSetti
 class TargetSettings:
     "The frozen target: where it is, and which of its tensors are the embeddings and the LM head (offline)."
 
-    target_model_path: str = setting(
-        "smollm2", "target: 'smollm2' (the embedded default), a .gguf file, a model directory or a hub id"
-    )
+    target_model_path: str = setting("smollm2", TARGET_HELP)
     target_model_backend: str = setting(
         "hf", "how the target runs: hf (transformers); sglang is refused with a message"
     )
