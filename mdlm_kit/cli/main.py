@@ -10,7 +10,7 @@ import argparse, json, sys
 from pathlib import Path
 from ..core.checkpoint import atomic_write_text, file_sha256, read_events
 from ..core.config import ExperimentConfig, add_config_flags, add_run_flags, apply_overrides, apply_settings
-from ..core.config import command, load_config
+from ..core.config import command, config_mismatches, load_config
 from ..core.config import settings_for, settings_from_flags, to_dict, to_toml, validate
 from ..text.data import DataError, PackedData, known_word_fraction, prepare_data
 from ..core.device import KitError, launched_world_size, resolve_device
@@ -25,8 +25,8 @@ from ..drafts.speculate import chat_ids
 # %% auto #0
 __all__ = ['USER_ERRORS', 'QUICKSTART_SAMPLES', 'UsageError', 'build_config', 'cmd_prepare', 'cmd_train', 'cmd_sample',
            'cmd_eval', 'compare_runs', 'print_comparison', 'weights_sha256', 'comparison_of', 'cmd_quickstart',
-           'parse_objective', 'sweep_row', 'cmd_sweep', 'plot_sweep', 'playground_setup', 'cmd_playground',
-           'make_parser', 'main']
+           'parse_objective', 'sweep_row', 'sweep_rows', 'cmd_sweep', 'plot_sweep', 'playground_setup',
+           'cmd_playground', 'make_parser', 'main']
 
 # %% ../../nbs/26_cli.ipynb #1119a53d
 class UsageError(KitError, ValueError):
@@ -441,6 +441,20 @@ def _same_run(row: dict, objective: str, block, seed: int, fraction: float) -> b
         fraction,
     )
 
+# %% ../../nbs/26_cli.ipynb #4001c856
+def sweep_rows(path: Path, base: ExperimentConfig) -> list[dict]:
+    "The rows of the sweep saved in `path` (none yet: no rows), refused if it ran with other settings than `base`."
+    if not path.is_file():
+        return []
+    record = json.loads(path.read_text())
+    if differ := config_mismatches(record["config"], to_dict(base), what="sweep"):
+        raise UsageError(
+            f"{str(path)!r} holds a sweep run with other settings ({'; '.join(differ[:3])}): its rows would not "
+            "compare with new ones. Rerun it with its settings (its command is in the file), or pass another "
+            "--output-dir."
+        )
+    return record["rows"]
+
 # %% ../../nbs/26_cli.ipynb #40a84272
 def cmd_sweep(args):
     import itertools, time
@@ -455,7 +469,7 @@ def cmd_sweep(args):
     prepare_data(base.data, data_dir)  # one tokenizer and one validation split for every run
     data = PackedData(data_dir)
     path = out / "sweep.json"
-    rows = json.loads(path.read_text())["rows"] if path.is_file() else []
+    rows = sweep_rows(path, base)
     done = {(r["objective"], r["block_length"], r["steps"], r["seed"], r["corpus_fraction"]) for r in rows}
     shared = base.training.min_lr == -1 and base.training.decay_steps == 0  # constant rate: budgets share a run
     for (objective, block), seed, fraction in itertools.product(grid, seeds, fractions):

@@ -412,16 +412,19 @@ def flatten_dict(d: dict, prefix: str = "") -> dict:
     return out
 
 
-def _mismatch(k: str, a: dict, b: dict) -> str:
+def _mismatch(k: str, a: dict, b: dict, what: str) -> str:
     if k not in a:
-        return f"{k}: the checkpoint has no such setting (a run saved by an earlier version of the kit)"
+        return f"{k}: the {what} has no such setting (a run saved by an earlier version of the kit)"
     if k not in b:
-        return f"{k}: not a setting any more (the checkpoint has {a[k]!r}; a run saved by an earlier version)"
-    return f"{k}: checkpoint {a[k]!r} != now {b[k]!r}"
+        return f"{k}: not a setting any more (the {what} has {a[k]!r}; a run saved by an earlier version)"
+    return f"{k}: {what} {a[k]!r} != now {b[k]!r}"
 
 
-def config_mismatches(saved: dict, current: dict, may_change=(), defaults: dict | None = None) -> list[str]:
-    "Each key whose value differs between a checkpoint's config and this run's, except those in `may_change`."
+def config_mismatches(
+    saved: dict, current: dict, may_change=(), defaults: dict | None = None, what: str = "checkpoint"
+) -> list[str]:
+    """Each key whose value differs between a saved config (`what` names its owner in the messages: a checkpoint, a
+    sweep) and this run's, except those in `may_change`."""
     a, b = {**(defaults or {}), **flatten_dict(saved)}, flatten_dict(current)
     differ = [k for k in sorted(set(a) | set(b)) if k not in a or k not in b or a[k] != b[k]]
-    return [_mismatch(k, a, b) for k in differ if k not in may_change]
+    return [_mismatch(k, a, b, what) for k in differ if k not in may_change]
