@@ -58,6 +58,17 @@ def _write(path: Path, content) -> str:
     return str(path)
 
 
+def _sweep_record(w) -> dict:
+    "What `mdlm-kit sweep --config tiny.toml` saves before its first row."
+    from mdlm_kit.core.config import load_config, to_dict
+
+    return {
+        "command": "mdlm-kit sweep --config tiny.toml",
+        "config": to_dict(load_config(f"{w}/tiny.toml")),
+        "rows": [],
+    }
+
+
 class Evil:
     def __reduce__(self):
         return (os.system, ("touch /tmp/mdlm_kit_pwned",))
@@ -94,6 +105,19 @@ CASES = [
         "sweep-bad-budgets",
         lambda w, b: ["sweep", "--config", f"{w}/tiny.toml", "--output-dir", f"{b}/sw", "--max-steps", "300,many"],
         "--max-steps takes comma-separated values",
+    ),
+    (  # a sweep.json of other settings: its rows would sit beside rows that do not compare with them
+        "sweep-other-settings",
+        lambda w, b: [
+            "sweep",
+            "--config",
+            f"{w}/tiny.toml",
+            "--learning-rate",
+            "0.5",
+            "--output-dir",
+            Path(_write(Path(b) / "sw" / "sweep.json", json.dumps(_sweep_record(w)))).parent,
+        ],
+        "training.learning_rate: sweep 0.003 != now 0.5",
     ),
     # configs
     (

@@ -465,11 +465,10 @@ def cmd_sweep(args):
     seeds, fractions = _csv(args.seeds, int, "--seeds"), _csv(args.corpus_fraction, float, "--corpus-fraction")
     if not budgets or budgets[0] <= base.training.warmup_steps:
         raise UsageError(f"--max-steps: every budget must exceed the warm-up ({base.training.warmup_steps} steps).")
-    data_dir = out / "data"
+    path, data_dir = out / "sweep.json", out / "data"
+    rows = sweep_rows(path, base)  # before anything is written
     prepare_data(base.data, data_dir)  # one tokenizer and one validation split for every run
     data = PackedData(data_dir)
-    path = out / "sweep.json"
-    rows = sweep_rows(path, base)
     done = {(r["objective"], r["block_length"], r["steps"], r["seed"], r["corpus_fraction"]) for r in rows}
     shared = base.training.min_lr == -1 and base.training.decay_steps == 0  # constant rate: budgets share a run
     for (objective, block), seed, fraction in itertools.product(grid, seeds, fractions):
