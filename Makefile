@@ -68,18 +68,14 @@ pytest: install
 # lesson 1 trains for three minutes and lesson 21 a SmolLM2 drafter for about two when a learner runs them; their checks
 # run on shorter versions here (lesson 1: 150 steps, whatever the machine's load); two notebooks run at once, one thread
 # each (two threads each would fight over the two cores)
-nbtest: export FROM_SCRATCH_STEPS ?= 150
-nbtest: export OMP_NUM_THREADS ?= 1
-nbtest: export LESSON_DRAFTER_PROMPTS ?= 4
-nbtest: export LESSON_DRAFTER_STEPS ?= 5
+nbtest labtest: export FROM_SCRATCH_STEPS ?= 150
+nbtest labtest: export OMP_NUM_THREADS ?= 1
+nbtest labtest: export LESSON_DRAFTER_PROMPTS ?= 4
+nbtest labtest: export LESSON_DRAFTER_STEPS ?= 5
 nbtest: install
 	$(BIN)/nbdev-test --n-workers 2 --timing
 
 # the lab pages: their checks hold every figure to the saved data it comes from
-labtest: export FROM_SCRATCH_STEPS ?= 150
-labtest: export OMP_NUM_THREADS ?= 1
-labtest: export LESSON_DRAFTER_PROMPTS ?= 4
-labtest: export LESSON_DRAFTER_STEPS ?= 5
 labtest: install
 	$(BIN)/nbdev-test --n-workers 2 bench/lab
 
