@@ -12,7 +12,7 @@ from pathlib import Path
 from mdlm_kit.drafts.speculate import chat_ids, load_prompts
 from mdlm_kit.drafts.verification import plain_decode
 from mdlm_kit.drafts.targets import TargetModel
-from bench_flags import add_prompt_flags, bench_parser
+from bench_flags import add_prompt_flags, bench_parser, prompt_settings
 
 
 def bigram_seen(prompt: list[int], answer: list[int]) -> list[bool]:
@@ -43,14 +43,15 @@ def main():
     add_prompt_flags(ap, "heldout", num_prompts=12, max_new_tokens=128)
     ap.add_argument("--split", type=int, default=48, help="answer position where 'late' begins")
     args = ap.parse_args()
+    run = prompt_settings(args)  # --prompts: a comma list of prompt sets
     tgt = TargetModel.from_pretrained(args.target)
     eos = tgt.tokenizer.eos_token_id
-    out = {"command": "python " + " ".join(sys.argv), "split": args.split, "max_new_tokens": args.max_new_tokens}
-    for name in args.prompts.split(","):
+    out = {"command": "python " + " ".join(sys.argv), "split": args.split, "max_new_tokens": run.max_new_tokens}
+    for name in run.prompts.split(","):
         flags = []
-        for msgs in load_prompts(name, args.num_prompts):
+        for msgs in load_prompts(name, run.num_prompts):
             ids = chat_ids(tgt.tokenizer, msgs)
-            flags.append(bigram_seen(ids, plain_decode(tgt, ids, args.max_new_tokens, eos_token_id=eos).tokens))
+            flags.append(bigram_seen(ids, plain_decode(tgt, ids, run.max_new_tokens, eos_token_id=eos).tokens))
         out[name] = shares(flags, args.split)
         print(name, out[name], flush=True)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,8 @@
 their results go to. Run from the repository root (`python bench/NAME.py`), as the commands in bench/README.md are."""
 
 import argparse
+from mdlm_kit.core.config import CONFIG_DEST, add_config_flags, settings_for
+from mdlm_kit.drafts.speculate import PromptSettings
 
 
 def bench_parser(doc: str, results: str, target: bool = True) -> argparse.ArgumentParser:
@@ -15,12 +17,16 @@ def bench_parser(doc: str, results: str, target: bool = True) -> argparse.Argume
 
 
 def add_prompt_flags(ap: argparse.ArgumentParser, prompts: str, num_prompts: int, max_new_tokens: int):
-    "`--prompts`, `--num-prompts` and `--max-new-tokens` with this benchmark's defaults."
-    ap.add_argument(
-        "--prompts",
-        default=prompts,
-        help="'heldout', 'embedded' or a prompt file, as mdlm-kit speculate reads them (answer_repeats: a comma "
-        "list of them) (default: %(default)s)",
-    )
-    ap.add_argument("--num-prompts", type=int, default=num_prompts, help="0: all (default: %(default)s)")
-    ap.add_argument("--max-new-tokens", type=int, default=max_new_tokens, help="answer length (default: %(default)s)")
+    """`--prompts`, `--num-prompts` and `--max-new-tokens` as `mdlm-kit speculate` declares them (`PromptSettings`,
+    lesson 21), with this benchmark's defaults; `prompt_settings(args)` reads them back."""
+    mine = dict(prompts=prompts, num_prompts=num_prompts, max_new_tokens=max_new_tokens)
+    add_config_flags(ap, PromptSettings, only=tuple(mine), defaults=mine)
+    ap.set_defaults(**{CONFIG_DEST + k: v for k, v in mine.items()})
+
+
+def prompt_settings(args: argparse.Namespace) -> PromptSettings:
+    "The prompt settings of a benchmark's parsed flags (`add_prompt_flags`); refuses impossible values."
+    run = settings_for(args, PromptSettings)
+    if run.problems():
+        raise SystemExit("; ".join(run.problems()) + ".")
+    return run

@@ -20,12 +20,11 @@ from pathlib import Path
 import torch
 from mdlm_kit.core.checkpoint import read_events
 from mdlm_kit.core.device import machine_summary
-from mdlm_kit.drafts.chat_data import heldout_prompts
 from mdlm_kit.drafts.selfdraft import SelfDraftProposer, denoise, fresh_adapters, load_self_draft
 from mdlm_kit.drafts.speculate import chat_ids
 from mdlm_kit.drafts.targets import TargetModel
 from mdlm_kit.drafts.verification import plain_decode, speculative_decode
-from bench_flags import add_prompt_flags, bench_parser
+from bench_flags import add_prompt_flags, bench_parser, prompt_settings
 
 
 @torch.no_grad()
@@ -123,24 +122,25 @@ def main():
     ap.add_argument("--thresholds", default="0.9,0.7,0.5", help="comma list of denoise thresholds (the first is shown)")
     add_prompt_flags(ap, "heldout", num_prompts=0, max_new_tokens=64)
     args = ap.parse_args()
+    run = prompt_settings(args)
     target = TargetModel.from_pretrained(args.target)
     tok, eos = target.tokenizer, target.tokenizer.eos_token_id
-    msgs = heldout_prompts(args.num_prompts or None)
-    prompts = [chat_ids(tok, p["conversations"]) for p in msgs]
-    plain = [plain_decode(target, ids, args.max_new_tokens, eos_token_id=eos).tokens for ids in prompts]
+    msgs = run.load()
+    prompts = [chat_ids(tok, m) for m in msgs]
+    plain = [plain_decode(target, ids, run.max_new_tokens, eos_token_id=eos).tokens for ids in prompts]
     plain_nll = [answer_nll(target, ids, a) for ids, a in zip(prompts, plain)]
     base = sum(s for s, _ in plain_nll) / sum(k for _, k in plain_nll)
     _, ad = load_self_draft(Path(args.run) / "adapters", target=target)
     runs = {}
     for th in [float(x) for x in args.thresholds.split(",")]:
-        runs[th] = measure_denoise(target, ad, prompts, args.max_new_tokens, th, eos)
+        runs[th] = measure_denoise(target, ad, prompts, run.max_new_tokens, th, eos)
         print(
             f"threshold {th}: {runs[th]['tokens_per_forward']:.2f} tokens/forward, NLL {runs[th]['nll']:.3f} "
             f"({runs[th]['nll'] / base:.2f}x the target's own {base:.3f})",
             flush=True,
         )
     drafted = [
-        speculative_decode(target, SelfDraftProposer(ad), ids, args.max_new_tokens, eos_token_id=eos) for ids in prompts
+        speculative_decode(target, SelfDraftProposer(ad), ids, run.max_new_tokens, eos_token_id=eos) for ids in prompts
     ]
     same = sum(r.tokens == p for r, p in zip(drafted, plain))
     tau_all = sum(sum(r.cycles) for r in drafted) / sum(len(r.cycles) for r in drafted)
@@ -149,7 +149,7 @@ def main():
     fresh = fresh_adapters(target, ad.config.block_size, ad.config.rank, ad.config.alpha)  # as the adaptation starts
     fresh.attach(target)
     th0 = float(args.thresholds.split(",")[0])
-    before = measure_denoise(target, fresh, prompts, args.max_new_tokens, th0, eos)
+    before = measure_denoise(target, fresh, prompts, run.max_new_tokens, th0, eos)
     fresh.detach()
     shown = runs[th0]
     tr = train_figures(Path(args.run))
@@ -183,7 +183,7 @@ def main():
             "tau": round(tau_all, 3),
         },
         "example": {
-            "prompt": msgs[0]["conversations"][-1]["content"],
+            "prompt": msgs[0][-1]["content"],
             "smollm2": tok.decode(plain[0], skip_special_tokens=True),
             "untrained": tok.decode(before["answers"][0], skip_special_tokens=True),
             "adapted": tok.decode(shown["answers"][0], skip_special_tokens=True),

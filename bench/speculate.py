@@ -22,9 +22,9 @@ from typing import NamedTuple
 from pathlib import Path
 import torch
 from mdlm_kit.drafts.chat_data import heldout_prompts
-from mdlm_kit.core.config import add_config_flags, apply_settings, settings_from_flags
+from mdlm_kit.core.config import add_config_flags, settings_for
 from mdlm_kit.core.device import cpu_supports_bf16, inference_precision, machine_summary, resolve_device
-from mdlm_kit.drafts.speculate import CYCLE, DecodeSettings, chat_ids, decoding_products, load_draft, load_prompts
+from mdlm_kit.drafts.speculate import CYCLE, DecodeSettings, PromptSettings, chat_ids, decoding_products, load_draft
 from mdlm_kit.drafts.speculate import lookup_store, make_proposer, set_draft_precision
 from mdlm_kit.drafts.verification import (
     DecodeResult,
@@ -37,7 +37,7 @@ from mdlm_kit.drafts.verification import (
     SamplingParams,
 )
 from mdlm_kit.drafts.targets import TargetModel, decoding_target
-from bench_flags import add_prompt_flags, bench_parser
+from bench_flags import add_prompt_flags, bench_parser, prompt_settings
 
 
 def _hf_generate(tgt, ids, n, eos):
@@ -132,16 +132,17 @@ def _floats(text: str) -> list[float]:
     return [float(x) for x in text.split(",") if x.strip()]
 
 
-def measure(args, decoding: DecodeSettings, precision):
-    "One precision: every method and plain decoding, interleaved over rounds, on `decoding`'s device; the metrics."
+def measure(args, ps: PromptSettings, decoding: DecodeSettings, precision):
+    """One precision: every method and plain decoding of `ps`'s prompts, interleaved over rounds, on `decoding`'s
+    device; the metrics."""
     dev = resolve_device(decoding.device)
     prec = inference_precision(precision, dev, 1 + (args.num_draft_tokens or 5), verifies=True)
     tgt = decoding_target(args.target, dev, prec)  # int8: Int8RowsLinear and row_attention (lesson 14)
     tok, tables, eos = tgt.tokenizer, tgt.embeddings_and_head(), tgt.tokenizer.eos_token_id
-    prompts = load_prompts(args.prompts, args.num_prompts or None)
+    prompts = ps.load()
     kinds = (
-        [p["kind"] for p in heldout_prompts(args.num_prompts or None)]
-        if args.prompts == "heldout"
+        [p["kind"] for p in heldout_prompts(ps.num_prompts or None)]
+        if ps.prompts == "heldout"
         else ["all"] * len(prompts)
     )
     ids = [chat_ids(tok, m) for m in prompts]
@@ -160,25 +161,25 @@ def measure(args, decoding: DecodeSettings, precision):
 
     def run(name, i):
         if name in ("plain", "plain-fp32"):
-            return plain_decode(tgt if name == "plain" else ref, ids[i], args.max_new_tokens, eos_token_id=eos)
+            return plain_decode(tgt if name == "plain" else ref, ids[i], ps.max_new_tokens, eos_token_id=eos)
         if name == "generate":  # transformers' own loop, in the same rounds: the check on plain decoding
-            tokens, dt = _hf_generate(tgt, ids[i], args.max_new_tokens, eos)
+            tokens, dt = _hf_generate(tgt, ids[i], ps.max_new_tokens, eos)
             return DecodeResult(tokens, total_time=dt)
         m = next(m for m in methods if m.name == name)
         own = store if m.store else None
         if not m.path:
             proposer = PromptLookupProposer(m.num_draft_tokens, store=own)
-            return speculative_decode(tgt, proposer, ids[i], args.max_new_tokens, SamplingParams(), 0, eos)
+            return speculative_decode(tgt, proposer, ids[i], ps.max_new_tokens, SamplingParams(), 0, eos)
         cycle = {k: getattr(m, k) for k in CYCLE if k in m._fields}  # its settings, by their DecodeSettings names
         draft = drafts[m.path, m.precision]
         proposer = make_proposer(draft, tables, **cycle, lookup_store=own)
         with inside_target(draft, tgt):  # self-drafting (lesson 22a): the adapters are in for this run only
-            return speculative_decode(tgt, proposer, ids[i], args.max_new_tokens, SamplingParams(), 0, eos)
+            return speculative_decode(tgt, proposer, ids[i], ps.max_new_tokens, SamplingParams(), 0, eos)
 
     names = ["plain"] + [m.name for m in methods]
     timed = names + ["generate"] + (["plain-fp32"] if ref else [])
     print(
-        f"{len(prompts)} prompts, {args.max_new_tokens} new tokens, {prec.name}, {torch.get_num_threads()} threads, "
+        f"{len(prompts)} prompts, {ps.max_new_tokens} new tokens, {prec.name}, {torch.get_num_threads()} threads, "
         f"{args.repeats} rounds; warming up",
         flush=True,
     )
@@ -201,9 +202,9 @@ def measure(args, decoding: DecodeSettings, precision):
         "device": str(dev),
         "precision": prec.name,
         "threads": torch.get_num_threads(),
-        "prompts": args.prompts,
+        "prompts": ps.prompts,
         "n_prompts": len(ids),
-        "max_new_tokens": args.max_new_tokens,
+        "max_new_tokens": ps.max_new_tokens,
         "repeats": args.repeats,
         "lookup_store": args.lookup_store,
         "lookup_store_tokens": 0 if store is None else len(store.tokens),
@@ -349,10 +350,10 @@ def main():
         "copy in memory), and each method's speedup over it",
     )
     args = ap.parse_args()
-    decoding = apply_settings(DecodeSettings(), settings_from_flags(args))
+    decoding, ps = settings_for(args, DecodeSettings), prompt_settings(args)
     out = {}
     for name in args.precision.split(","):
-        out[name] = measure(args, decoding, name.strip())
+        out[name] = measure(args, ps, decoding, name.strip())
         out[name]["command"] = "python " + " ".join(sys.argv)
         out[name]["cpu_native_bf16"] = cpu_supports_bf16()  # which kernels a CPU's figures came from
         out[name]["machine"] = machine_summary()  # and the flags and paths behind them

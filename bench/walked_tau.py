@@ -21,11 +21,11 @@ import torch
 from mdlm_kit.drafts.chat_data import load_conversations
 from mdlm_kit.drafts.eagle3 import eagle3_forward
 from mdlm_kit.drafts.features import HiddenStates
-from mdlm_kit.drafts.speculate import chat_ids, load_draft, load_prompts
+from mdlm_kit.drafts.speculate import chat_ids, load_draft
 from mdlm_kit.drafts.verification import plain_decode
 from mdlm_kit.drafts.targets import TargetModel
 from mdlm_kit.drafts.train import summarize
-from bench_flags import add_prompt_flags, bench_parser
+from bench_flags import add_prompt_flags, bench_parser, prompt_settings
 
 SUMS = ("tau_sum", "n_blocks", "walk_tokens", "walk_cycles")
 
@@ -119,6 +119,7 @@ def main():
     add_prompt_flags(ap, "", num_prompts=12, max_new_tokens=48)  # the target's answers to these prompts
     ap.add_argument("--steps", type=int, default=4, help="TTT steps: the chain length compared")
     args = ap.parse_args()
+    run = prompt_settings(args)
     tgt = TargetModel.from_pretrained(args.target)
     tables, draft = tgt.embeddings_and_head(), load_draft(args.draft).eval()
     out = {"command": "python " + " ".join(sys.argv)}
@@ -130,9 +131,8 @@ def main():
     if args.train_features:
         mx = args.max_sequences
         out["train_features"] = on_features(draft, tables, args.train_features, args.steps, mx, seen)
-    if args.prompts:
-        prompts = load_prompts(args.prompts, args.num_prompts or None)
-        n = args.max_new_tokens
+    if run.prompts:
+        prompts, n = run.load(), run.max_new_tokens
         out["greedy_answers"] = on_greedy_answers(tgt, draft, tables, prompts, n, args.steps, seen)
     for k, v in out.items():
         print(k, v)

@@ -15,7 +15,8 @@ from ..core.config import settings_for, settings_from_flags
 from ..drafts.chat_data import ChatDataSettings
 from ..drafts.features import HiddenStatesSettings
 from ..core.device import launched_world_size
-from ..drafts.speculate import DecodeSettings
+from ..drafts.speculate import DecodeSettings, PromptSettings
+from ..drafts.targets import TARGET_HELP
 from ..drafts.verification import drafters
 from ..drafts.selfdraft import AdaptSettings, SelfDraftTrainer
 
@@ -154,37 +155,29 @@ def _add_hidden_states(sub):
     add_config_flags(p, DecodeSettings, only=("device", "precision"))
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
-# %% ../../nbs/25_draft_cli.ipynb #c2422f6d
-def _check_speculate_flags(args, s: DecodeSettings):
-    "Refuse impossible flag values first: loading the target takes a while, and a typo should not cost it."
-    bad = [
-        f"--{n} must be {rule}, not {v}"
-        for n, v, ok, rule in [
-            ("max-new-tokens", args.max_new_tokens, args.max_new_tokens >= 1, "at least 1"),
-            ("num-prompts", args.num_prompts, args.num_prompts >= 0, "0 (all) or more"),
-            ("temperature", args.temperature, args.temperature >= 0, "0 (greedy) or more"),
-            ("top-k", args.top_k, args.top_k >= 0, "0 (off) or more"),
-            ("top-p", args.top_p, 0 < args.top_p <= 1, "in (0, 1]"),
-        ]
-        if not ok
-    ]
-    bad += s.problems()
-    if bad:
-        raise ConfigError("; ".join(bad) + ".")
-
 # %% ../../nbs/25_draft_cli.ipynb #d5e40fa5
 def cmd_speculate(args):
-    from mdlm_kit.drafts.speculate import load_prompts, lookup_store, prepare_decoding, speculate
-    from mdlm_kit.drafts.verification import SamplingParams
+    "Decode the prompts with the target and the drafter; print (and with `--output` write) the metrics as JSON."
+    from mdlm_kit.drafts.speculate import lookup_store, prepare_decoding, speculate
 
-    s = settings_for(args, DecodeSettings)
-    _check_speculate_flags(args, s)
+    s, run = settings_for(args, DecodeSettings), settings_for(args, PromptSettings)
+    bad = run.problems() + s.problems()
+    if bad:  # every problem at once, before the target loads: a typo should not cost the load
+        raise ConfigError("; ".join(bad) + ".")
     tgt, draft, products = prepare_decoding(args.target, args.draft, s)
     store = lookup_store(s.lookup_store, tgt.tokenizer) if s.lookup_store else None
-    prompts = load_prompts(args.prompts, args.num_prompts or None)
-    sp = SamplingParams(args.temperature, args.top_k, args.top_p)
-    progress = not args.no_progress
-    res = speculate(tgt, draft, prompts, args.max_new_tokens, sp, s, args.baseline, args.seed, progress, store)
+    res = speculate(
+        tgt,
+        draft,
+        run.load(),
+        run.max_new_tokens,
+        run.sampling(),
+        s,
+        baseline=args.baseline,
+        seed=run.seed,
+        progress=not args.no_progress,
+        lookup_store=store,
+    )
     res["products"] = products
     text = json.dumps(res, indent=1)
     if args.output:
@@ -204,25 +197,12 @@ def _add_speculate(sub):
         description="Decode chat prompts with the target and a DFlash or EAGLE-3 drafter; print/write JSON "
         "with tau, per-position acceptance, timings, speedup and losslessness.",
     )
-    p.add_argument("--target", default="smollm2", help="target model (default: smollm2)")
+    p.add_argument("--target", default="smollm2", help=f"{TARGET_HELP} (default: smollm2)")
     p.add_argument("--draft", required=True, help="a saved drafter directory (a run's draft/)")
-    p.add_argument(
-        "--prompts",
-        default="heldout",
-        help="'heldout' (24 prompts: writing, reasoning, maths, code; never trained "
-        "on), 'embedded', a JSONL of {'turns'} or conversations, or a text file of lines",
-    )
-    p.add_argument("--num-prompts", type=int, default=0, help="use at most this many prompts (0: all; embedded: 20)")
-    p.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate per prompt")
-    p.add_argument(
-        "--temperature", type=float, default=0.0, help="0: greedy (lossless is then checked token for token)"
-    )
-    p.add_argument("--top-k", type=int, default=0, help="top-k of the target's sampling (0: off)")
-    p.add_argument("--top-p", type=float, default=1.0, help="top-p of the target's sampling")
+    add_config_flags(p, PromptSettings)  # the prompts, the answers' length and the target's sampling
     add_config_flags(p, DecodeSettings)  # the machine, the precisions, the products and the cycle
     p.add_argument("--baseline", action="store_true", help="also time plain decoding at temperature > 0")
     p.add_argument("--output", help="write the JSON here too")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 # %% ../../nbs/25_draft_cli.ipynb #2c6e3226

@@ -14,9 +14,9 @@ from .device import DEVICE_CHOICES, PRECISION_CHOICES, KitError, canonical_preci
 
 # %% auto #0
 __all__ = ['DEVICE_HELP', 'PRECISION_HELP', 'OBJECTIVES', 'CONFIG_DEST', 'setting', 'ModelConfig', 'DataConfig', 'TrainingConfig',
-           'ExperimentConfig', 'ConfigError', 'validate', 'from_dict', 'load_config', 'parse_override', 'to_dict',
-           'config_fields', 'apply_settings', 'apply_overrides', 'to_toml', 'add_config_flags', 'settings_from_flags',
-           'settings_for', 'command', 'add_run_flags', 'flatten_dict', 'config_mismatches']
+           'ExperimentConfig', 'ConfigError', 'validate', 'rule_problems', 'from_dict', 'load_config', 'parse_override',
+           'to_dict', 'config_fields', 'apply_settings', 'apply_overrides', 'to_toml', 'add_config_flags',
+           'settings_from_flags', 'settings_for', 'command', 'add_run_flags', 'flatten_dict', 'config_mismatches']
 
 # %% ../../nbs/03_config.ipynb #575e3f8b
 def setting(default, help: str, *, flags: tuple = (), required: bool = False):
@@ -194,6 +194,11 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     _check(cfg.device.split(":")[0] in DEVICE_CHOICES, "device", f"must be one of {DEVICE_CHOICES}")
     _check(canonical_precision(cfg.precision) in PRECISION_CHOICES, "precision", f"must be one of {PRECISION_CHOICES}")
     return cfg
+
+# %% ../../nbs/03_config.ipynb #e48cc17a
+def rule_problems(rules: list[tuple[str, Any, bool, str]]) -> list[str]:
+    "Each broken `(flag, value, holds, rule)` as `--flag must be RULE, not VALUE` (empty: all hold)."
+    return [f"--{flag} must be {rule}, not {value}" for flag, value, holds, rule in rules if not holds]
 
 # %% ../../nbs/03_config.ipynb #c03ad087
 _SECTIONS = {"model": ModelConfig, "data": DataConfig, "training": TrainingConfig}

@@ -18,7 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fastcore.basics import patch
 from ..core.checkpoint import CheckpointError, CheckpointManager, load_model_dir, resume_point, save_model_dir
-from ..core.config import ConfigError, setting
+from ..core.config import ConfigError, rule_problems, setting
 from ..core.device import KitError, autocast, host_value, make_grad_scaler, resolve_device, resolve_precision
 from ..core.device import host_nonzero, seed_everything, to_device
 from ..core.layers import lr_schedule, make_optimizer
@@ -305,7 +305,7 @@ def problems(self: AdaptSettings) -> list[str]:
         ("batch-size", self.batch_size, self.batch_size >= 1, "at least 1"),
         ("max-steps", self.max_steps, self.max_steps >= 1, "at least 1"),
     ]
-    bad = [f"--{n} must be {rule}, not {v}" for n, v, ok, rule in rules if not ok]
+    bad = rule_problems(rules)
     for flag, path in (("data", self.data), ("eval-data", self.eval_data)):
         if (flag == "data" or path) and not Path(path).is_file():
             bad.append(

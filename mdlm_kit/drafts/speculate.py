@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 import torch
 from fastcore.basics import patch
-from ..core.config import ConfigError, setting
+from ..core.config import ConfigError, rule_problems, setting
 from ..core.device import DRAFT_PRECISIONS, cast_weights, draft_dtype, inference_precision, note_once
 from ..core.device import resolve_device
 from ..core.layers import Int8Linear, choose_products, few_rows_linears, int8_lacks, int8_linear_available
@@ -25,8 +25,8 @@ from .targets import decoding_target, digests_match, needs_exact_rows
 
 # %% auto #0
 __all__ = ['CPU_DRAFT_TOKENS', 'INT8_KEEP', 'CYCLE', 'default_draft_tokens', 'tokens_per_cycle', 'load_draft',
-           'set_draft_precision', 'draft_precision', 'make_proposer', 'load_prompts', 'chat_ids', 'lookup_store',
-           'DecodeSettings', 'decoding_products', 'prepare_decoding', 'speculate']
+           'set_draft_precision', 'draft_precision', 'make_proposer', 'load_prompts', 'chat_ids', 'PromptSettings',
+           'lookup_store', 'DecodeSettings', 'decoding_products', 'prepare_decoding', 'speculate']
 
 # %% ../../nbs/21_speculate.ipynb #2b1ce130
 CPU_DRAFT_TOKENS = 3  # on a CPU, 4 tokens verify for about 1.2 decode steps, 6-8 for 1.5-1.8 (bench/few_rows_matmul.py)
@@ -160,6 +160,43 @@ def chat_ids(tokenizer, messages) -> list[int]:
         "input_ids"
     ]
 
+# %% ../../nbs/21_speculate.ipynb #acafd3a9
+@dataclass
+class PromptSettings:
+    "Which prompts a run decodes, how long each answer may grow, and how the target samples."
+
+    prompts: str = setting(
+        "heldout",
+        "'heldout' (24 prompts: writing, reasoning, maths, code; never trained on), 'embedded', a JSONL of {'turns'} "
+        "or conversations, or a text file of lines",
+    )
+    num_prompts: int = setting(0, "use at most this many prompts (0: all; embedded: 20)")
+    max_new_tokens: int = setting(64, "tokens to generate per prompt")
+    temperature: float = setting(0.0, "0: greedy (lossless is then checked token for token)")
+    top_k: int = setting(0, "top-k of the target's sampling (0: off)")
+    top_p: float = setting(1.0, "top-p of the target's sampling")
+    seed: int = setting(0, "sampling seed (prompt i samples with seed + i)")
+
+    def problems(self) -> list[str]:
+        "What is wrong with these settings (empty: nothing), as `DecodeSettings.problems` says it."
+        return rule_problems(
+            [
+                ("max-new-tokens", self.max_new_tokens, self.max_new_tokens >= 1, "at least 1"),
+                ("num-prompts", self.num_prompts, self.num_prompts >= 0, "0 (all) or more"),
+                ("temperature", self.temperature, self.temperature >= 0, "0 (greedy) or more"),
+                ("top-k", self.top_k, self.top_k >= 0, "0 (off) or more"),
+                ("top-p", self.top_p, 0 < self.top_p <= 1, "in (0, 1]"),
+            ]
+        )
+
+    def load(self) -> list[list[dict]]:
+        "The chat messages of the prompts (`load_prompts`)."
+        return load_prompts(self.prompts, self.num_prompts or None)
+
+    def sampling(self) -> SamplingParams:
+        "The target's sampling rule."
+        return SamplingParams(self.temperature, self.top_k, self.top_p)
+
 # %% ../../nbs/21_speculate.ipynb #a6271084
 def lookup_store(path, tokenizer, max_n: int = 4, min_n: int = 2) -> NgramStore:
     "An `NgramStore` of the conversations in `path` (JSONL), tokenized under `tokenizer`'s chat template."
@@ -256,7 +293,7 @@ def problems(self: DecodeSettings) -> list[str]:
             ", ".join(DRAFT_PRECISIONS[:-1]) + " or " + DRAFT_PRECISIONS[-1],
         ),
     ]
-    bad = [f"--{n} must be {rule}, not {v}" for n, v, ok, rule in rules if not ok]
+    bad = rule_problems(rules)
     if self.lookup_store and not Path(self.lookup_store).is_file():  # before the target loads: a typo costs nothing
         bad.append(f"--lookup-store {self.lookup_store!r} does not exist")
     return bad
