@@ -596,3 +596,24 @@ def test_a_setting_flag_reaches_the_config_after_the_file_and_set(tiny_config):
     assert (cfg.model.qk_norm, cfg.training.max_steps, cfg.training.warmup_steps) == (False, 60, 5)
     with pytest.raises(ConfigError, match="model.n_head"):
         build_config(make_parser().parse_args(base + ["--n-head", "3"]))  # 3 does not divide d_model 32
+
+
+def test_a_flag_shared_by_commands_has_one_help():
+    "`--device`, `--no-progress` and `--max-grad-norm` mean the same in every command that has them: one help each."
+    import argparse
+
+    from mdlm_kit.cli.main import make_parser
+    from mdlm_kit.core.config import DEVICE_HELP
+
+    sub = next(a for a in make_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {}
+    for name, p in sub.choices.items():
+        for a in p._actions:
+            for flag in set(a.option_strings) & {"--device", "--no-progress", "--max-grad-norm"}:
+                helps.setdefault(flag, {}).setdefault(a.help.split(" (default")[0], []).append(name)
+    assert [len(helps[f]) for f in ("--device", "--no-progress", "--max-grad-norm")] == [1, 1, 1], helps
+    assert list(helps["--device"]) == [DEVICE_HELP]
+    assert sorted(helps["--device"][DEVICE_HELP]) == sorted(
+        ["quickstart", "train", "sweep", "sample", "eval", "playground", "make-chat-data", "hidden-states", "speculate"]
+        + ["adapt", "train-dflash", "train-eagle3"]  # every command that computes (prepare only packs text)
+    )

@@ -10,7 +10,7 @@ import argparse, json, sys
 from pathlib import Path
 from ..core.checkpoint import atomic_write_text, file_sha256, read_events
 from ..core.config import ExperimentConfig, add_config_flags, add_run_flags, apply_overrides, apply_settings
-from ..core.config import command, config_mismatches, load_config
+from ..core.config import DEVICE_HELP, command, config_mismatches, load_config
 from ..core.config import settings_for, settings_from_flags, to_dict, to_toml, validate
 from ..text.data import DataError, PackedData, known_word_fraction, prepare_data
 from ..core.device import KitError, launched_world_size, resolve_device
@@ -146,7 +146,7 @@ def _add_sample(sub):
         default=REVEAL_THRESHOLD,
         help="self-drafting adapters: reveal a block's token where the model gives it at least this probability",
     )
-    p.add_argument("--device", help="auto, cpu, cuda or mps")
+    p.add_argument("--device", help=DEVICE_HELP)
 
 # %% ../../nbs/26_cli.ipynb #a5d93975
 def _eval_text(model, tok, kind: str, args) -> dict:
@@ -210,7 +210,7 @@ def _add_eval(sub):
     p.add_argument("--split", default="val", choices=("val", "train"), help="with --data: which split (default val)")
     p.add_argument("--levels", type=int, default=16, help="noise levels of the quadrature")
     p.add_argument("--repeats", type=int, default=1, help="with --text: independent mask draws per level")
-    p.add_argument("--device", help="auto, cpu, cuda or mps")
+    p.add_argument("--device", help=DEVICE_HELP)
 
 # %% ../../nbs/26_cli.ipynb #ac536d3b
 def _finished(out: Path, args) -> bool:
@@ -525,7 +525,7 @@ def _add_sweep(sub):
     )
     p.add_argument("--output-dir", required=True, help="sweep directory (data/, runs/, sweep.json, sweep.png)")
     p.add_argument("--levels", type=int, default=16, help="noise levels of the bounds (default: %(default)s)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     _common(p, skip=_SWEPT)  # what the sweep varies has flags of its own
 
 # %% ../../nbs/26_cli.ipynb #3548d2e8

@@ -18,7 +18,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fastcore.basics import patch
 from ..core.checkpoint import CheckpointError, CheckpointManager, load_model_dir, resume_point, save_model_dir
-from ..core.config import ConfigError, rule_problems, setting
+from ..core.config import DEVICE_HELP, ConfigError, rule_problems, setting
 from ..core.device import KitError, autocast, host_value, make_grad_scaler, resolve_device, resolve_precision
 from ..core.device import host_nonzero, seed_everything, to_device
 from ..core.layers import lr_schedule, make_optimizer
@@ -279,7 +279,7 @@ class AdaptSettings:
     save_interval: int = setting(50, "steps between checkpoints")
     eval_samples: int = setting(64, "held-out conversations an evaluation scores")
     seed: int = setting(0, "order and masks")
-    device: str = setting("auto", "auto (CUDA > MPS > CPU), cpu, cuda or mps")
+    device: str = setting("auto", DEVICE_HELP)
     precision: str = setting("auto", "training precision: auto (bf16 on a GPU with bf16, fp32 on a CPU), fp32 or bf16")
 
 

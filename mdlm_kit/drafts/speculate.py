@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 import torch
 from fastcore.basics import patch
-from ..core.config import ConfigError, rule_problems, setting
+from ..core.config import DEVICE_HELP, ConfigError, rule_problems, setting
 from ..core.device import DRAFT_PRECISIONS, cast_weights, draft_dtype, inference_precision, note_once
 from ..core.device import resolve_device
 from ..core.layers import Int8Linear, choose_products, few_rows_linears, int8_lacks, int8_linear_available
@@ -210,7 +210,7 @@ def lookup_store(path, tokenizer, max_n: int = 4, min_n: int = 2) -> NgramStore:
 class DecodeSettings:
     "How a target and its drafter decode: the machine side (device, precisions, products) and what a cycle verifies."
 
-    device: str = setting("auto", "auto (CUDA > MPS > CPU), cpu, cuda or mps")
+    device: str = setting("auto", DEVICE_HELP)
     precision: str = setting(
         "auto",
         "the target's weights while decoding (and the drafter's, unless --draft-precision): auto (inference_precision: "

@@ -108,7 +108,7 @@ class DraftTrainingSettings:
     learning_rate: float = setting(6e-4, "peak AdamW learning rate")
     warmup_ratio: float = setting(0.04, "fraction of steps for the linear warm-up")
     warmup_steps: int = setting(0, "warm-up steps; > 0 replaces --warmup-ratio")
-    max_grad_norm: float = setting(1.0, "gradient clipping norm")
+    max_grad_norm: float = setting(1.0, "clip the global gradient norm to this (0: no clipping)")
     weight_decay: float = setting(0.0, "AdamW weight decay")
     optimizer: str = setting("adamw", "adamw, or adamw_8bit (bitsandbytes, CUDA)", flags=("--optimizer-type",))
     fp32_params: bool = setting(
