@@ -465,6 +465,11 @@ def _speculate_handler(pg: Playground, gr):
 
     return run_speculative
 
+# %% ../../nbs/24_playground.ipynb #2f4676f2
+def _token_view(gr, label: str, colors: dict, elem_id: str):
+    "Tokens coloured by what happened to them (`colors`: label -> colour), each token its own piece, with a legend."
+    return gr.HighlightedText(label=label, combine_adjacent=False, show_legend=True, color_map=colors, elem_id=elem_id)
+
 # %% ../../nbs/24_playground.ipynb #565ccead
 def _diffusion_tab(pg: Playground, gr):
     "Settings on the left; the canvas as it denoises, the status, a replay slider, the text and a plot on the right."
@@ -486,13 +491,7 @@ def _diffusion_tab(pg: Playground, gr):
                 seed = gr.Number(0, precision=0, label="Seed")
                 run = gr.Button("Run", variant="primary")
             with gr.Column(scale=2):
-                canvas = gr.HighlightedText(
-                    label="Canvas",
-                    combine_adjacent=False,
-                    show_legend=True,
-                    color_map=DIFFUSION_COLORS,
-                    elem_id="canvas",
-                )
+                canvas = _token_view(gr, "Canvas", DIFFUSION_COLORS, "canvas")
                 status = gr.Markdown(elem_id="status")
                 scrub = gr.Slider(0, 1, 0, step=1, label="Replay: step", interactive=False, elem_id="replay")
                 text = gr.Textbox(label="Final text", lines=4)
@@ -526,13 +525,7 @@ def _speculative_tab(pg: Playground, gr):
             stemp = gr.Slider(0.0, L.max_temperature, 0.0, step=0.05, label="Temperature")
             sseed = gr.Number(0, precision=0, label="Seed")
         srun = gr.Button("Run speculative decoding", variant="primary")
-        sout = gr.HighlightedText(
-            label="Output by cycle",
-            combine_adjacent=False,
-            show_legend=True,
-            color_map=SPEC_COLORS,
-            elem_id="spec-output",
-        )
+        sout = _token_view(gr, "Output by cycle", SPEC_COLORS, "spec-output")
         sstat = gr.Markdown(elem_id="spec-status")
         sjson = gr.JSON(label="Statistics")
         srun.click(
