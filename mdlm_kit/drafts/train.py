@@ -27,8 +27,8 @@ from .verification import drafters
 
 # %% auto #0
 __all__ = ['SECTIONS', 'RESUME_MAY_CHANGE', 'SUMS', 'TargetSettings', 'DataSettings', 'DrafterSettings', 'DraftTrainingSettings',
-           'DraftTrainConfig', 'setting_sections', 'unknown_setting', 'DraftTrainingError', 'run_config',
-           'DraftTrainer', 'collate', 'MicroBatchIndices', 'summarize']
+           'DraftTrainConfig', 'setting_sections', 'unknown_setting', 'DraftTrainingError', 'run_config', 'summarize',
+           'DraftTrainer', 'collate', 'MicroBatchIndices']
 
 # %% ../../nbs/20_draft_train.ipynb #8301c9fb
 @dataclass
@@ -269,6 +269,58 @@ def run_config(cfg: DraftTrainConfig, algorithm: str) -> DraftTrainConfig:
         )
     return want(**{f.name: getattr(cfg, f.name) for f in fields(DraftTrainConfig)})
 
+# %% ../../nbs/20_draft_train.ipynb #70d319bb
+def _collect(agg: dict, out: dict):
+    "Add one micro-batch's metric sums (all but the loss parts) to `agg`."
+    for k, v in out.items():
+        if k not in ("numerator", "denominator"):
+            agg[k] = agg.get(k, 0) + v.detach()  # on the device: read back at the log interval
+
+
+class _FeatureView:
+    def __init__(self, ds, keep):
+        self.ds, self.keep = ds, keep
+
+    def __len__(self):
+        return len(self.keep)
+
+    def __getitem__(self, i):
+        return self.ds[self.keep[i]]
+
+
+def summarize(agg: dict, algorithm: str = "dflash") -> dict:
+    """Turn summed metrics into accuracy and loss by drafted position (DFlash slot k = 1.., EAGLE-3 TTT step j = 0..)
+    and the simulated acceptance length: the mean over chain starts (`tau`) and, for EAGLE-3, as greedy decoding of
+    the same text would walk it (`tau_decode`, lesson 18)."""
+    if "pos_count" not in agg:
+        return {}
+    cnt = agg["pos_count"].clamp_min(1)
+    return {
+        "acc": float(agg["pos_correct"].sum() / cnt.sum()),
+        "tau": float(agg["tau_sum"] / max(float(agg["n_blocks"]), 1)),
+        **(
+            {"tau_decode": float(agg["walk_tokens"] / max(float(agg["walk_cycles"]), 1))}
+            if "walk_tokens" in agg
+            else {}
+        ),
+        "acc_by_position": [round(float(x), 4) for x in agg["pos_correct"] / cnt],
+        "loss_by_position": [round(float(x), 4) for x in agg["pos_ce"] / cnt],
+        # EAGLE-3 logs acc_0..acc_{T-1} per TTT step, like the reference script
+        **(
+            {f"acc_{j}": round(float(x), 4) for j, x in enumerate(agg["pos_correct"] / cnt)}
+            if getattr(drafters()[algorithm].objective, "step_accuracies", False)
+            else {}
+        ),
+    }
+
+# %% ../../nbs/20_draft_train.ipynb #826afcf3
+def _fmt(ev):
+    return (
+        f"loss {ev['loss']:.3f} | acc {ev['acc']:.3f} | tau {ev['tau']:.2f} | "
+        + (f"decoding tau {ev['tau_decode']:.2f} | " if "tau_decode" in ev else "")
+        + f"acc by position {ev['acc_by_position'][:4]}…"
+    )
+
 # %% ../../nbs/20_draft_train.ipynb #1c709690
 class DraftTrainer(TrainLoop):
     """Train a drafter (`algorithm`: a registered drafter's name, lesson 15; default: the one `cfg` is a run of)
@@ -299,39 +351,6 @@ class DraftTrainer(TrainLoop):
             self.out / "checkpoints", cfg.training.keep_last, format=f"mdlm_kit.draft_state.{algorithm}.v1"
         )
         self._setup(target)
-
-# %% ../../nbs/20_draft_train.ipynb #c5eefd7e
-@patch
-def _setup(self: DraftTrainer, target):
-    cfg = self.cfg
-    existing = resume_point(self.out, self.ckpts, self.resume)
-    state = self.ckpts.load(existing) if existing is not None else None
-    if state is not None:
-        hint = "Use the run's own settings (train_config.json), or start a new run."
-        saved = state["config"]
-        if not all(isinstance(saved.get(s), dict) for s in SECTIONS):  # one flat dict: before the sections
-            raise ResumeError(f"cannot resume: the checkpoint was saved by an earlier version of the kit.\n{hint}")
-        own = getattr(drafters()[self.algorithm].objective, "resume_may_change", ())
-        check_resume(saved, asdict(cfg), RESUME_MAY_CHANGE | {f"{self.algorithm}.{k}" for k in own}, hint)
-    self.device = resolve_device(cfg.device)
-    if cfg.model.attention_backend == "flex_attention" and self.device.type == "cpu":
-        raise ConfigError(
-            "--attention-backend flex_attention cannot train on a CPU: PyTorch has no flex_attention backward "
-            "there. Use --attention-backend sdpa (or structured, which saves the dense mask's memory)."
-        )
-    configure_backends(self.device)  # TF32 matmuls on CUDA, as the MDLM trainer has them
-    self.precision = resolve_precision(cfg.precision, self.device)
-    self.scaler = make_grad_scaler(self.precision)  # fp16 on CUDA needs loss scaling; otherwise a pass-through
-    self.online = not cfg.data.train_hidden_states_path
-    # tokenised data and the draft vocabulary are cached here
-    self.cache_dir = Path(cfg.data.cache_dir) if cfg.data.cache_dir else self.out / "cache"
-    tconf, digest, tok = self._target_tables(target)
-    self._build_model(tconf, digest, tok, fresh=state is None)
-    self.optimizer = self._make_optimizer()
-    self.step = 0
-    if state is not None:
-        self._check_same_run(state, digest)
-    self.restore(state, existing, "drafter")
 
 # %% ../../nbs/20_draft_train.ipynb #58c1edbb
 @patch
@@ -369,51 +388,6 @@ def _target_tables(self: DraftTrainer, target):
     self.tables = self.tables.to(self.device)
     self.target_digest = digest
     return tconf, digest, tok
-
-# %% ../../nbs/20_draft_train.ipynb #40ac1d7d
-@patch
-def _build_model(self: DraftTrainer, tconf, digest: str, tok, fresh: bool):
-    "The objective and its drafter, initialised from the target's tables, and the training (and eval) data."
-    cfg = self.cfg
-    seed_everything(cfg.training.seed)
-    self.objective = drafters()[self.algorithm].objective(cfg, tconf, tok, self.tables.vocab_size, digest)
-    self.model = self.objective.model.to(self.device)
-    self.train_set, self.data_id = self._load_data(
-        cfg.data.train_data_path, cfg.data.train_hidden_states_path, tok, digest
-    )
-    self.eval_set = (
-        self._load_data(cfg.data.eval_data_path, cfg.data.eval_hidden_states_path, tok, digest)[0]
-        if (cfg.data.eval_data_path or cfg.data.eval_hidden_states_path)
-        else None
-    )
-    self.objective.prepare(self.train_set, self.cache_dir, self.data_id)
-    self.objective.init_from_tables(self.tables)
-    self.n_batches = -(-len(self.train_set) // cfg.training.batch_size)
-    if cfg.model.feature_scaled_init:  # the first batch (fixed by the seed) sets the scale of the feature projection
-        self.objective.init_from_features(self.batch(self.train_set, self.micro_batch(0)[0])[2].cpu())
-    if cfg.model.ckpt_dir and fresh:  # fine-tune from a saved drafter
-        self.model.load_state_dict(type(self.model).from_pretrained(cfg.model.ckpt_dir).state_dict())
-    if not cfg.training.fp32_params and self.precision.dtype == torch.bfloat16:
-        # saves the fp32 master copy's memory; AdamW then updates bf16 weights. Buffers (RoPE's inv_freq) stay fp32
-        cast_weights(self.model, torch.bfloat16)
-    micro_total = cfg.training.num_epochs * self.n_batches
-    self.total_steps = cfg.training.max_steps or -(-micro_total // cfg.training.gradient_accumulation_steps)
-    self.schedule_steps = cfg.training.total_steps or self.total_steps
-
-
-@patch
-def _make_optimizer(self: DraftTrainer):
-    "The configured optimizer over the drafter's parameters, with the reference trainers' betas and eps."
-    t = self.cfg.training
-    return make_optimizer(
-        self.model,
-        t.learning_rate,
-        t.weight_decay,
-        (0.9, 0.999),
-        1e-8,
-        t.optimizer,
-        self.device,
-    )
 
 # %% ../../nbs/20_draft_train.ipynb #43100c56
 @patch
@@ -576,6 +550,84 @@ def next_micro_batch(self: DraftTrainer, m: int):
     self.tokens_seen = getattr(self, "tokens_seen", 0) + host_value(collated["attention_mask"].sum())  # on the host
     return self.batch(self.train_set, None, collated=collated, seeds=self.micro_batch(m)[1])
 
+# %% ../../nbs/20_draft_train.ipynb #40ac1d7d
+@patch
+def _build_model(self: DraftTrainer, tconf, digest: str, tok, fresh: bool):
+    "The objective and its drafter, initialised from the target's tables, and the training (and eval) data."
+    cfg = self.cfg
+    seed_everything(cfg.training.seed)
+    self.objective = drafters()[self.algorithm].objective(cfg, tconf, tok, self.tables.vocab_size, digest)
+    self.model = self.objective.model.to(self.device)
+    self.train_set, self.data_id = self._load_data(
+        cfg.data.train_data_path, cfg.data.train_hidden_states_path, tok, digest
+    )
+    self.eval_set = (
+        self._load_data(cfg.data.eval_data_path, cfg.data.eval_hidden_states_path, tok, digest)[0]
+        if (cfg.data.eval_data_path or cfg.data.eval_hidden_states_path)
+        else None
+    )
+    self.objective.prepare(self.train_set, self.cache_dir, self.data_id)
+    self.objective.init_from_tables(self.tables)
+    self.n_batches = -(-len(self.train_set) // cfg.training.batch_size)
+    if cfg.model.feature_scaled_init:  # the first batch (fixed by the seed) sets the scale of the feature projection
+        self.objective.init_from_features(self.batch(self.train_set, self.micro_batch(0)[0])[2].cpu())
+    if cfg.model.ckpt_dir and fresh:  # fine-tune from a saved drafter
+        self.model.load_state_dict(type(self.model).from_pretrained(cfg.model.ckpt_dir).state_dict())
+    if not cfg.training.fp32_params and self.precision.dtype == torch.bfloat16:
+        # saves the fp32 master copy's memory; AdamW then updates bf16 weights. Buffers (RoPE's inv_freq) stay fp32
+        cast_weights(self.model, torch.bfloat16)
+    micro_total = cfg.training.num_epochs * self.n_batches
+    self.total_steps = cfg.training.max_steps or -(-micro_total // cfg.training.gradient_accumulation_steps)
+    self.schedule_steps = cfg.training.total_steps or self.total_steps
+
+
+@patch
+def _make_optimizer(self: DraftTrainer):
+    "The configured optimizer over the drafter's parameters, with the reference trainers' betas and eps."
+    t = self.cfg.training
+    return make_optimizer(
+        self.model,
+        t.learning_rate,
+        t.weight_decay,
+        (0.9, 0.999),
+        1e-8,
+        t.optimizer,
+        self.device,
+    )
+
+# %% ../../nbs/20_draft_train.ipynb #c5eefd7e
+@patch
+def _setup(self: DraftTrainer, target):
+    cfg = self.cfg
+    existing = resume_point(self.out, self.ckpts, self.resume)
+    state = self.ckpts.load(existing) if existing is not None else None
+    if state is not None:
+        hint = "Use the run's own settings (train_config.json), or start a new run."
+        saved = state["config"]
+        if not all(isinstance(saved.get(s), dict) for s in SECTIONS):  # one flat dict: before the sections
+            raise ResumeError(f"cannot resume: the checkpoint was saved by an earlier version of the kit.\n{hint}")
+        own = getattr(drafters()[self.algorithm].objective, "resume_may_change", ())
+        check_resume(saved, asdict(cfg), RESUME_MAY_CHANGE | {f"{self.algorithm}.{k}" for k in own}, hint)
+    self.device = resolve_device(cfg.device)
+    if cfg.model.attention_backend == "flex_attention" and self.device.type == "cpu":
+        raise ConfigError(
+            "--attention-backend flex_attention cannot train on a CPU: PyTorch has no flex_attention backward "
+            "there. Use --attention-backend sdpa (or structured, which saves the dense mask's memory)."
+        )
+    configure_backends(self.device)  # TF32 matmuls on CUDA, as the MDLM trainer has them
+    self.precision = resolve_precision(cfg.precision, self.device)
+    self.scaler = make_grad_scaler(self.precision)  # fp16 on CUDA needs loss scaling; otherwise a pass-through
+    self.online = not cfg.data.train_hidden_states_path
+    # tokenised data and the draft vocabulary are cached here
+    self.cache_dir = Path(cfg.data.cache_dir) if cfg.data.cache_dir else self.out / "cache"
+    tconf, digest, tok = self._target_tables(target)
+    self._build_model(tconf, digest, tok, fresh=state is None)
+    self.optimizer = self._make_optimizer()
+    self.step = 0
+    if state is not None:
+        self._check_same_run(state, digest)
+    self.restore(state, existing, "drafter")
+
 # %% ../../nbs/20_draft_train.ipynb #ea024ae0
 @patch
 def train_step(self: DraftTrainer) -> dict:
@@ -719,55 +771,3 @@ def one_step(self: DraftTrainer) -> dict:
     rec = self.train_step()
     self.prof = self._profile(self.prof, before=False)
     return rec
-
-# %% ../../nbs/20_draft_train.ipynb #70d319bb
-def _collect(agg: dict, out: dict):
-    "Add one micro-batch's metric sums (all but the loss parts) to `agg`."
-    for k, v in out.items():
-        if k not in ("numerator", "denominator"):
-            agg[k] = agg.get(k, 0) + v.detach()  # on the device: read back at the log interval
-
-
-class _FeatureView:
-    def __init__(self, ds, keep):
-        self.ds, self.keep = ds, keep
-
-    def __len__(self):
-        return len(self.keep)
-
-    def __getitem__(self, i):
-        return self.ds[self.keep[i]]
-
-
-def summarize(agg: dict, algorithm: str = "dflash") -> dict:
-    """Turn summed metrics into accuracy and loss by drafted position (DFlash slot k = 1.., EAGLE-3 TTT step j = 0..)
-    and the simulated acceptance length: the mean over chain starts (`tau`) and, for EAGLE-3, as greedy decoding of
-    the same text would walk it (`tau_decode`, lesson 18)."""
-    if "pos_count" not in agg:
-        return {}
-    cnt = agg["pos_count"].clamp_min(1)
-    return {
-        "acc": float(agg["pos_correct"].sum() / cnt.sum()),
-        "tau": float(agg["tau_sum"] / max(float(agg["n_blocks"]), 1)),
-        **(
-            {"tau_decode": float(agg["walk_tokens"] / max(float(agg["walk_cycles"]), 1))}
-            if "walk_tokens" in agg
-            else {}
-        ),
-        "acc_by_position": [round(float(x), 4) for x in agg["pos_correct"] / cnt],
-        "loss_by_position": [round(float(x), 4) for x in agg["pos_ce"] / cnt],
-        # EAGLE-3 logs acc_0..acc_{T-1} per TTT step, like the reference script
-        **(
-            {f"acc_{j}": round(float(x), 4) for j, x in enumerate(agg["pos_correct"] / cnt)}
-            if getattr(drafters()[algorithm].objective, "step_accuracies", False)
-            else {}
-        ),
-    }
-
-# %% ../../nbs/20_draft_train.ipynb #826afcf3
-def _fmt(ev):
-    return (
-        f"loss {ev['loss']:.3f} | acc {ev['acc']:.3f} | tau {ev['tau']:.2f} | "
-        + (f"decoding tau {ev['tau_decode']:.2f} | " if "tau_decode" in ev else "")
-        + f"acc by position {ev['acc_by_position'][:4]}…"
-    )

@@ -208,6 +208,51 @@ class Trainer(TrainLoop):
         self.events = EventLog(self.out / "events.jsonl") if writer else _NoLog(self.out / "events.jsonl")
         self._setup()
 
+# %% ../../nbs/11_train.ipynb #7a9a1f91
+@patch
+def _load_data(self: Trainer, state):
+    "Pack the data (once), fill the model's vocabulary and mask id from it, and refuse a resume on other data."
+    cfg = self.cfg
+    data_dir = Path(cfg.data.data_dir) if cfg.data.data_dir else self.out / "data"
+    if state is not None and not (data_dir / "meta.json").is_file():
+        raise DataError(f"the run's data directory {str(data_dir)!r} is missing; restore it or set data.data_dir.")
+    prepare_data(cfg.data, data_dir, min_train_blocks=1, log=self.log)
+    self.data = PackedData(data_dir)
+    self.data.check_compatible(
+        vocab_size=None if cfg.model.vocab_size == -1 else cfg.model.vocab_size,
+        mask_token_id=None if cfg.model.mask_token_id == -1 else cfg.model.mask_token_id,
+    )
+    if cfg.model.vocab_size == -1:
+        cfg.model.vocab_size = self.data.vocab_size
+    if cfg.model.mask_token_id == -1:
+        cfg.model.mask_token_id = self.data.tokenizer.mask_token_id
+    if state is not None:
+        hint = "Use the run's own config.toml, or start a new run in another directory."
+        check_resume(state["config"], to_dict(cfg), RESUME_MAY_CHANGE, hint)
+        if (
+            state["tokenizer_sha256"] != self.data.meta["tokenizer_sha256"]
+            or state["corpus_sha256"] != self.data.meta["corpus_sha256"]
+        ):
+            raise DataError(
+                "cannot resume: the data or tokenizer differ from those the checkpoint was trained on "
+                f"(checkpoint tokenizer {state['tokenizer_sha256'][:12]}…, "
+                f"data {self.data.meta['tokenizer_sha256'][:12]}…)."
+            )
+
+
+@patch
+def _note_schedule(self: Trainer, state: dict):
+    "Say so when a resume changes `max_steps`: allowed, but it bends the cosine from the resumed step on."
+    tc = self.cfg.training
+    old_max = state["config"]["training"]["max_steps"]
+    if old_max != tc.max_steps and 0 <= tc.min_lr < tc.learning_rate:
+        self.schedule_note = (
+            f"training.max_steps changed from {old_max} to {tc.max_steps}: the cosine decay "
+            f"now runs to step {tc.max_steps}, so steps from {self.step} on use other rates "
+            "than the original run's"
+        )
+        self.log(self.schedule_note)
+
 # %% ../../nbs/11_train.ipynb #830bcb54
 # everything that can fail on bad input happens here, before any file of the run is written
 @patch
@@ -263,51 +308,6 @@ def total_steps(self: Trainer) -> int:
 def intervals(self: Trainer):
     tc = self.cfg.training
     return tc.log_interval, tc.eval_interval, tc.save_interval
-
-# %% ../../nbs/11_train.ipynb #7a9a1f91
-@patch
-def _load_data(self: Trainer, state):
-    "Pack the data (once), fill the model's vocabulary and mask id from it, and refuse a resume on other data."
-    cfg = self.cfg
-    data_dir = Path(cfg.data.data_dir) if cfg.data.data_dir else self.out / "data"
-    if state is not None and not (data_dir / "meta.json").is_file():
-        raise DataError(f"the run's data directory {str(data_dir)!r} is missing; restore it or set data.data_dir.")
-    prepare_data(cfg.data, data_dir, min_train_blocks=1, log=self.log)
-    self.data = PackedData(data_dir)
-    self.data.check_compatible(
-        vocab_size=None if cfg.model.vocab_size == -1 else cfg.model.vocab_size,
-        mask_token_id=None if cfg.model.mask_token_id == -1 else cfg.model.mask_token_id,
-    )
-    if cfg.model.vocab_size == -1:
-        cfg.model.vocab_size = self.data.vocab_size
-    if cfg.model.mask_token_id == -1:
-        cfg.model.mask_token_id = self.data.tokenizer.mask_token_id
-    if state is not None:
-        hint = "Use the run's own config.toml, or start a new run in another directory."
-        check_resume(state["config"], to_dict(cfg), RESUME_MAY_CHANGE, hint)
-        if (
-            state["tokenizer_sha256"] != self.data.meta["tokenizer_sha256"]
-            or state["corpus_sha256"] != self.data.meta["corpus_sha256"]
-        ):
-            raise DataError(
-                "cannot resume: the data or tokenizer differ from those the checkpoint was trained on "
-                f"(checkpoint tokenizer {state['tokenizer_sha256'][:12]}…, "
-                f"data {self.data.meta['tokenizer_sha256'][:12]}…)."
-            )
-
-
-@patch
-def _note_schedule(self: Trainer, state: dict):
-    "Say so when a resume changes `max_steps`: allowed, but it bends the cosine from the resumed step on."
-    tc = self.cfg.training
-    old_max = state["config"]["training"]["max_steps"]
-    if old_max != tc.max_steps and 0 <= tc.min_lr < tc.learning_rate:
-        self.schedule_note = (
-            f"training.max_steps changed from {old_max} to {tc.max_steps}: the cosine decay "
-            f"now runs to step {tc.max_steps}, so steps from {self.step} on use other rates "
-            "than the original run's"
-        )
-        self.log(self.schedule_note)
 
 # %% ../../nbs/11_train.ipynb #55a583d5
 @patch
