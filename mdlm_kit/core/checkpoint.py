@@ -17,7 +17,7 @@ from .device import KitError
 __all__ = ['TRAINING_STATE_FORMAT', 'CheckpointError', 'atomic_write', 'atomic_write_text', 'atomic_torch_save',
            'safe_torch_load', 'file_sha256', 'CheckpointManager', 'resume_point', 'read_events', 'trim_events',
            'append_jsonl', 'repair_jsonl', 'weights_dtype', 'exchange_paths', 'clean_model_dir_leftovers',
-           'save_model_dir', 'load_model_dir', 'standalone_source', 'adopt_modules']
+           'save_model_dir', 'load_model_dir', 'standalone_source', 'adopt_modules', 'LoadedWeights']
 
 # %% ../../nbs/04_checkpoint.ipynb #f008cfb8
 class CheckpointError(KitError, RuntimeError):
@@ -382,3 +382,19 @@ def adopt_modules(wrapper, core):
     for name, value in vars(core).items():
         if value is None:
             setattr(wrapper, name, None)
+
+# %% ../../nbs/04_checkpoint.ipynb #a326fbe4
+class LoadedWeights:
+    """What a transformers wrapper of a kit model (lessons 09, 17) adds to `PreTrainedModel`: its weights come from
+    the checkpoint, so it initialises none; transformers builds it on `meta` and then loads them, so the tables the
+    checkpoint does not hold are made afterwards by its `make_tables()`. Listed first: `class W(LoadedWeights,
+    PreTrainedModel)`."""
+
+    def _init_weights(self, module):
+        pass
+
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs):
+        model = super().from_pretrained(*args, **kwargs)
+        model.make_tables()
+        return model

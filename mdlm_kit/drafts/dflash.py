@@ -13,7 +13,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from pathlib import Path
-from ..core.checkpoint import CheckpointError, adopt_modules, load_model_dir, save_model_dir, standalone_source
+from mdlm_kit.core.checkpoint import (
+    CheckpointError,
+    LoadedWeights,
+    adopt_modules,
+    load_model_dir,
+    save_model_dir,
+    standalone_source,
+)
 from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.config import setting
 from ..core.device import KitError, cast_weights, host_value, note_once
@@ -452,7 +459,7 @@ class DFlashDraftModel(nn.Module):
 REMOTE_CODE = "modeling_dflash.py"  # the drafter's code beside its weights, for transformers' AutoModel
 AUTO_MAP = {"AutoModel": "modeling_dflash.DFlashForTransformers"}  # the config itself stays transformers' Qwen3Config
 _WRAPPER = '''
-class DFlashForTransformers(PreTrainedModel):
+class DFlashForTransformers(LoadedWeights, PreTrainedModel):
     """The kit's DFlash drafter as a transformers model (the config a Qwen3Config with DFlash's fields): the same
     modules and weight names, the same hidden states."""
 
@@ -468,15 +475,9 @@ class DFlashForTransformers(PreTrainedModel):
         self.dflash_config = core.config
         self.post_init()
 
-    def _init_weights(self, module):  # the weights come from the checkpoint
-        pass
-
-    @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        "transformers builds the model on `meta`, then loads the checkpoint; RoPE's table, not saved, is made here."
-        model = super().from_pretrained(*args, **kwargs)
-        model.rotary = rotary_embedding(model.dflash_config).to(model.fc.weight.device)
-        return model
+    def make_tables(self):
+        "RoPE's table: not in the checkpoint, made after it loads (`LoadedWeights`)."
+        self.rotary = rotary_embedding(self.dflash_config).to(self.fc.weight.device)
 
     fuse = DFlashDraftModel.fuse
 
@@ -522,7 +523,16 @@ def remote_code_source() -> str:
             "_FLEX = {}",
         ]
     )
-    shared = [adopt_modules, RMSNorm, apply_rope, GatedMLP, flatten_draft_config, rotary_embedding, DraftShape]
+    shared = [
+        LoadedWeights,
+        adopt_modules,
+        RMSNorm,
+        apply_rope,
+        GatedMLP,
+        flatten_draft_config,
+        rotary_embedding,
+        DraftShape,
+    ]
     own = [df.DFlashConfig, df.BlockStructure, df._attend_structured, df.flex_kernels, df._attend, df.dflash_mask_mod]
     own += [df.dflash_attention_mask, df.DFlashAttention, df.DFlashLayer, df.DFlashDraftModel]
     return standalone_source(shared + own, preamble, _WRAPPER)

@@ -14,7 +14,14 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from pathlib import Path
-from ..core.checkpoint import adopt_modules, load_model_dir, save_model_dir, standalone_source, CheckpointError
+from mdlm_kit.core.checkpoint import (
+    LoadedWeights,
+    adopt_modules,
+    load_model_dir,
+    save_model_dir,
+    standalone_source,
+    CheckpointError,
+)
 from ..core.config import ConfigError, ModelConfig, to_dict, _fill
 from ..core.layers import GatedMLP, RMSNorm, apply_rope, rope_tables
 from .diffusion import gather_positions
@@ -277,7 +284,7 @@ class MDLMKitConfig(PretrainedConfig):
     model_type = "mdlm_kit_diffusion"
 
 
-class MDLMKitForMaskedLM(PreTrainedModel):
+class MDLMKitForMaskedLM(LoadedWeights, PreTrainedModel):
     "The kit's DiffusionTransformer as a transformers model: the same modules and weight names, the same logits."
 
     config_class = MDLMKitConfig
@@ -288,18 +295,11 @@ class MDLMKitForMaskedLM(PreTrainedModel):
         adopt_modules(self, DiffusionTransformer(config))  # the config holds the kit's ModelConfig fields
         self.post_init()
 
-    def _init_weights(self, module):  # the weights come from the checkpoint
-        pass
-
-    @classmethod
-    def from_pretrained(cls, *args, **kwargs):
-        "transformers builds the model on `meta`, then loads the checkpoint; the tables it does not hold are made here."
-        model = super().from_pretrained(*args, **kwargs)
-        c, dev = model.config, model.embed.weight.device
-        cos, sin = rope_tables(c.max_seq_len, c.d_model // c.n_head, c.rope_theta, device=dev)
-        model.rope_cos, model.rope_sin = cos, sin
-        model.mask_index = torch.tensor([c.mask_token_id], device=dev)
-        return model
+    def make_tables(self):
+        "RoPE's tables and the mask index: not in the checkpoint, made after it loads (`LoadedWeights`)."
+        c, dev = self.config, self.embed.weight.device
+        self.rope_cos, self.rope_sin = rope_tables(c.max_seq_len, c.d_model // c.n_head, c.rope_theta, device=dev)
+        self.mask_index = torch.tensor([c.mask_token_id], device=dev)
 
     hidden_states = DiffusionTransformer.hidden_states
 
@@ -316,7 +316,7 @@ def remote_code_source() -> str:
     from mdlm_kit.mdlm import model as mm
 
     T = mm.DiffusionTransformer
-    shared = [adopt_modules, RMSNorm, rope_tables, apply_rope, GatedMLP, gather_positions]
+    shared = [LoadedWeights, adopt_modules, RMSNorm, rope_tables, apply_rope, GatedMLP, gather_positions]
     own = [mm.Attention, mm.LocalMix, mm.Block, T, T.hidden_states, T.forward]
     return standalone_source(shared + own, _PREAMBLE, _WRAPPER)
 
