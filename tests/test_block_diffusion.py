@@ -102,6 +102,36 @@ def test_sweep_trains_each_run_once_and_scores_every_budget(tmp_path, tiny_confi
     assert again == rows and (tmp_path / "sw" / "runs" / "ar_seed0_frac1" / "events.jsonl").read_text() == events
 
 
+def test_sweep_decay_fraction_branches_each_budget_from_one_constant_run(tmp_path, tiny_config, capsys):
+    "--decay-fraction: each budget cools down from the shared constant-rate run, the same model as that schedule alone."
+    rows = _sweep(tmp_path / "wsd", tiny_config, capsys, budgets="8,16", extra=["--decay-fraction", "0.25"])
+    assert sorted((r["objective"], r["steps"], r["decay_steps"]) for r in rows) == [
+        ("ar", 8, 2),
+        ("ar", 16, 4),
+        ("bd3lm", 8, 2),
+        ("bd3lm", 16, 4),
+    ]
+    runs = tmp_path / "wsd" / "runs"
+    assert sorted(p.name for p in runs.iterdir()) == [
+        f"{o}_seed0_frac1{s}" for o in ("ar", "bd3lm4") for s in ("", "_steps16", "_steps8")
+    ]
+    # the constant-rate run went to 12 steps (16 less its decay), and each branch from its checkpoint at 6 and 12
+    assert [e["step"] for e in read_events(runs / "ar_seed0_frac1", "complete")] == [6, 12]
+    lrs = [e["lr"] for e in read_events(runs / "ar_seed0_frac1_steps16", "train") if e["step"] > 12]
+    assert lrs == pytest.approx([0.003, 0.00225, 0.0015, 0.00075])  # the decay: 4/4 .. 1/4 of the rate, steps 13-16
+    # each 16-step row equals the run trained from scratch with the same 4-step decay
+    alone = _sweep(tmp_path / "alone", tiny_config, capsys, budgets="16", extra=["--set", "training.decay_steps=4"])
+    by = {(r["objective"], r["steps"]): r["nats_per_token"] for r in rows}
+    assert {(r["objective"], 16): r["nats_per_token"] for r in alone} == {k: v for k, v in by.items() if k[1] == 16}
+    # a rerun trains nothing; another fraction is refused before anything is written
+    assert _sweep(tmp_path / "wsd", tiny_config, capsys, budgets="8,16", extra=["--decay-fraction", "0.25"]) == rows
+    args = ["sweep", "--config", tiny_config, "--output-dir", tmp_path / "wsd", "--max-steps", "8,16"]
+    rc, _, err = run([*args, "--set", "training.min_lr=-1.0", "--decay-fraction", "0.5"], capsys)
+    assert rc == 2 and "--decay-fraction: sweep 0.25 != now 0.5" in err
+    rc, _, err = run([*args, "--decay-fraction", "0.25"], capsys)  # tiny.toml's cosine: no constant run to branch
+    assert rc == 2 and "branches from a constant-rate run" in err
+
+
 def test_sweep_refuses_bad_grids(tmp_path, tiny_config, capsys):
     rc, _, err = run(["sweep", "--config", tiny_config, "--output-dir", tmp_path, "--objectives", "bd3lm:x"], capsys)
     assert rc == 2 and "bd3lm:B" in err

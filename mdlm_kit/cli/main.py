@@ -8,7 +8,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/cli.html.md"""
 from __future__ import annotations
 import argparse, json, sys
 from pathlib import Path
-from ..core.checkpoint import atomic_write_text, file_sha256, read_events
+from ..core.checkpoint import CheckpointManager, atomic_write_text, file_sha256, read_events
 from ..core.config import ExperimentConfig, add_config_flags, add_run_flags, apply_overrides, apply_settings
 from ..core.config import DEVICE_HELP, command, config_mismatches, load_config
 from ..core.config import settings_for, settings_from_flags, to_dict, to_toml, validate
@@ -25,7 +25,7 @@ from ..drafts.speculate import chat_ids
 # %% auto #0
 __all__ = ['USER_ERRORS', 'QUICKSTART_SAMPLES', 'UsageError', 'build_config', 'cmd_prepare', 'cmd_train', 'cmd_sample',
            'cmd_eval', 'compare_runs', 'print_comparison', 'weights_sha256', 'comparison_of', 'cmd_quickstart',
-           'parse_objective', 'sweep_row', 'sweep_rows', 'cmd_sweep', 'plot_sweep', 'playground_setup',
+           'parse_objective', 'sweep_row', 'sweep_rows', 'branch_decay', 'cmd_sweep', 'plot_sweep', 'playground_setup',
            'cmd_playground', 'make_parser', 'main']
 
 # %% ../../nbs/26_cli.ipynb #1119a53d
@@ -442,18 +442,50 @@ def _same_run(row: dict, objective: str, block, seed: int, fraction: float) -> b
     )
 
 # %% ../../nbs/26_cli.ipynb #4001c856
-def sweep_rows(path: Path, base: ExperimentConfig) -> list[dict]:
-    "The rows of the sweep saved in `path` (none yet: no rows), refused if it ran with other settings than `base`."
+def sweep_rows(path: Path, base: ExperimentConfig, decay_fraction: float = 0.0) -> list[dict]:
+    """The rows of the sweep saved in `path` (none yet: no rows), refused if it ran with other settings than `base`
+    or another `--decay-fraction`."""
     if not path.is_file():
         return []
     record = json.loads(path.read_text())
-    if differ := config_mismatches(record["config"], to_dict(base), what="sweep"):
+    differ = config_mismatches(record["config"], to_dict(base), what="sweep")
+    if record.get("decay_fraction", 0.0) != decay_fraction:
+        differ.append(f"--decay-fraction: sweep {record.get('decay_fraction', 0.0)} != now {decay_fraction}")
+    if differ:
         raise UsageError(
             f"{str(path)!r} holds a sweep run with other settings ({'; '.join(differ[:3])}): its rows would not "
             "compare with new ones. Rerun it with its settings (its command is in the file), or pass another "
             "--output-dir."
         )
     return record["rows"]
+
+# %% ../../nbs/26_cli.ipynb #43b40f70
+def branch_decay(stable: Path, branch: Path, cfg: ExperimentConfig, progress: bool = True) -> Trainer:
+    """Train `cfg`'s budget (`max_steps`, the last `decay_steps` of them falling linearly to 0: warmup-stable-decay)
+    in `branch`, from where the constant-rate run in `stable` stopped: its newest checkpoint, log and config are
+    copied there first (once, atomically; a killed branch continues from its own). Resumes are exact, so this is the
+    same model as the run trained from scratch to `max_steps` with that decay."""
+    import shutil
+
+    start = cfg.training.max_steps - cfg.training.decay_steps
+    if not (branch / "events.jsonl").is_file():
+        newest = CheckpointManager(stable / "checkpoints").latest()
+        if newest is None or int(newest.stem.removeprefix("step_")) != start:
+            raise UsageError(
+                f"the decay of the {cfg.training.max_steps}-step budget starts at step {start}, and the constant-rate "
+                f"run {str(stable)!r} is not there (its newest checkpoint: {newest and newest.name}): a budget smaller "
+                "than those already swept needs a new --output-dir."
+            )
+        part = branch.with_name(branch.name + ".partial")
+        shutil.rmtree(part, ignore_errors=True)
+        (part / "checkpoints").mkdir(parents=True)
+        shutil.copy2(newest, part / "checkpoints" / newest.name)
+        for name in ("events.jsonl", "config.toml"):
+            shutil.copy2(stable / name, part / name)
+        part.rename(branch)
+    trainer = Trainer(cfg, branch, resume=True, progress=progress)
+    trainer.run()
+    return trainer
 
 # %% ../../nbs/26_cli.ipynb #40a84272
 def cmd_sweep(args):
@@ -466,7 +498,16 @@ def cmd_sweep(args):
     if not budgets or budgets[0] <= base.training.warmup_steps:
         raise UsageError(f"--max-steps: every budget must exceed the warm-up ({base.training.warmup_steps} steps).")
     path, data_dir = out / "sweep.json", out / "data"
-    rows = sweep_rows(path, base)  # before anything is written
+    decay = args.decay_fraction  # each budget's final decay, branched from the constant-rate run
+    if decay and not (0 < decay < 1 and base.training.min_lr == -1 and base.training.decay_steps == 0):
+        raise UsageError(
+            "--decay-fraction must be in (0, 1), and branches from a constant-rate run: leave training.min_lr at -1 "
+            "and training.decay_steps at 0."
+        )
+    if decay and budgets[0] - round(decay * budgets[0]) <= base.training.warmup_steps:
+        warm = base.training.warmup_steps
+        raise UsageError(f"--max-steps: every budget's decay must start after the warm-up ({warm} steps).")
+    rows = sweep_rows(path, base, decay)  # before anything is written
     prepare_data(base.data, data_dir)  # one tokenizer and one validation split for every run
     data = PackedData(data_dir)
     done = {(r["objective"], r["block_length"], r["steps"], r["seed"], r["corpus_fraction"]) for r in rows}
@@ -476,18 +517,27 @@ def cmd_sweep(args):
         for steps in budgets:
             if (objective, block, steps, seed, fraction) in done:
                 continue
+            cut = round(decay * steps)  # this budget's decay; the constant-rate part before it is shared
             run = out / "runs" / (name if shared else f"{name}_steps{steps}")
-            items = [f'training.objective="{objective}"', f"training.seed={seed}", f"training.max_steps={steps}"]
+            items = [f'training.objective="{objective}"', f"training.seed={seed}", f"training.max_steps={steps - cut}"]
             items += [f"data.data_dir={json.dumps(str(data_dir))}", f"data.train_fraction={fraction}"]
             items += [f"training.block_length={block}"] if block else []
             cfg = apply_overrides(base, items)
             t0 = time.perf_counter()
             trainer = Trainer(cfg, run, resume=(run / "events.jsonl").is_file(), progress=not args.no_progress)
             trainer.run()
-            before = [r["train_seconds"] for r in rows if shared and _same_run(r, objective, block, seed, fraction)]
-            seconds = time.perf_counter() - t0 + max(before, default=0.0)  # the run's time to this budget
-            rows.append(sweep_row(trainer, data, objective, block, seed, fraction, seconds, args.levels))
-            record = {"command": " ".join(["mdlm-kit", *sys.argv[1:]]), "config": to_dict(base), "rows": rows}
+            same = [r for r in rows if shared and _same_run(r, objective, block, seed, fraction)]
+            before = max((r.get("stable_seconds", r["train_seconds"]) for r in same), default=0.0)
+            seconds = time.perf_counter() - t0 + before
+            stable, t0 = seconds, time.perf_counter()  # the shared run's time to here
+            if cut:
+                decayed = apply_overrides(cfg, [f"training.max_steps={steps}", f"training.decay_steps={cut}"])
+                trainer = branch_decay(run, out / "runs" / f"{name}_steps{steps}", decayed, not args.no_progress)
+                seconds += time.perf_counter() - t0  # the run's time to this budget: its stable part and its decay
+            row = sweep_row(trainer, data, objective, block, seed, fraction, seconds, args.levels)
+            rows.append(row | ({"decay_steps": cut, "stable_seconds": round(stable, 1)} if cut else {}))
+            record = {"command": " ".join(["mdlm-kit", *sys.argv[1:]]), "config": to_dict(base)}
+            record |= {"decay_fraction": decay, "rows": rows}
             atomic_write_text(path, json.dumps(record, indent=1))
             print(json.dumps(rows[-1]))
     plot_sweep(rows, out / "sweep.png")
@@ -522,6 +572,13 @@ def _add_sweep(sub):
         "--corpus-fraction",
         default="1",
         help="comma-separated fractions of the train split to train on (fewer unique tokens, more passes; default: 1)",
+    )
+    p.add_argument(
+        "--decay-fraction",
+        type=float,
+        default=0.0,
+        help="each budget's last fraction of steps falls linearly to 0 (warmup-stable-decay), branched from one "
+        "constant-rate run per objective, seed and corpus fraction (default 0: the constant rate throughout)",
     )
     p.add_argument("--output-dir", required=True, help="sweep directory (data/, runs/, sweep.json, sweep.png)")
     p.add_argument("--levels", type=int, default=16, help="noise levels of the bounds (default: %(default)s)")

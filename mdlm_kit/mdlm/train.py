@@ -127,6 +127,7 @@ class TrainingError(KitError, RuntimeError):
 # %% ../../nbs/11_train.ipynb #e5d64cb3
 RESUME_MAY_CHANGE = {
     "training.max_steps",
+    "training.decay_steps",
     "training.log_interval",
     "training.eval_interval",
     "training.save_interval",
@@ -242,14 +243,23 @@ def _load_data(self: Trainer, state):
 
 @patch
 def _note_schedule(self: Trainer, state: dict):
-    "Say so when a resume changes `max_steps`: allowed, but it bends the cosine from the resumed step on."
-    tc = self.cfg.training
-    old_max = state["config"]["training"]["max_steps"]
-    if old_max != tc.max_steps and 0 <= tc.min_lr < tc.learning_rate:
+    """Say so when a resume changes the schedule: `max_steps` under a cosine (it bends from the resumed step on), or
+    the final decay (`decay_steps`). Allowed, and logged, since steps from here on use other rates than planned."""
+    tc, old = self.cfg.training, state["config"]["training"]
+    notes = []
+    if old["max_steps"] != tc.max_steps and 0 <= tc.min_lr < tc.learning_rate:
+        notes.append(
+            f"training.max_steps changed from {old['max_steps']} to {tc.max_steps}: the cosine decay now runs to "
+            f"step {tc.max_steps}"
+        )
+    if old.get("decay_steps", 0) != tc.decay_steps:
+        notes.append(
+            f"training.decay_steps changed from {old.get('decay_steps', 0)} to {tc.decay_steps}: the rate falls "
+            f"linearly to 0 over steps {tc.max_steps - tc.decay_steps}-{tc.max_steps}"
+        )
+    if notes:
         self.schedule_note = (
-            f"training.max_steps changed from {old_max} to {tc.max_steps}: the cosine decay "
-            f"now runs to step {tc.max_steps}, so steps from {self.step} on use other rates "
-            "than the original run's"
+            "; ".join(notes) + f", so steps from {self.step} on use other rates than the original run's"
         )
         self.log(self.schedule_note)
 
