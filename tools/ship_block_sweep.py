@@ -10,7 +10,8 @@ tokenizer, provenance.json); with --output another file of rows (the repetition 
 With --merge the rows and commands already shipped in the output file are kept (new seeds beside old ones), and a row
 of the same objective, block, steps, seed and corpus fraction is refused.
 
-The sweeps must share one packed data set (same corpus, tokenizer and validation split): checked.
+The sweeps must share one packed data set (same corpus, tokenizer and validation split) and one schedule (the same
+`--decay-fraction`, recorded as `decay_fraction`): checked.
 """
 
 import argparse
@@ -30,13 +31,14 @@ def main():
     ap.add_argument("--output", default="block_sweep.json", help="the file in nbs/data the rows go to")
     ap.add_argument("--merge", action="store_true", help="keep the rows already in the output file (same data only)")
     args = ap.parse_args()
-    rows, commands, data_keys, notes = [], [], set(), []
+    rows, commands, data_keys, notes, decays = [], [], set(), [], set()
     for d in map(Path, args.sweeps):
         rec = json.loads((d / "sweep.json").read_text())
         meta = json.loads((d / "data" / "meta.json").read_text())
         data_keys.add((meta["tokenizer_sha256"], meta["corpus_sha256"], meta["n_val_blocks"]))
         rows += rec["rows"]
         commands.append(rec["command"])
+        decays.add(rec.get("decay_fraction", 0.0))
     out = ROOT / "nbs" / "data"
     if args.merge:
         old = json.loads((out / args.output).read_text())
@@ -45,14 +47,18 @@ def main():
         if twice := {key(r) for r in old["rows"]} & {key(r) for r in rows}:
             raise SystemExit(f"rows already shipped in {args.output}: {sorted(twice, key=str)}")
         rows, commands = old["rows"] + rows, old["commands"] + commands
+        decays.add(old.get("decay_fraction", 0.0))
         notes = old.get("notes", [])  # what the earlier sweeps' provenance needs said (kept; edit them by hand)
     if len(data_keys) != 1:
         raise SystemExit(f"the sweeps were packed differently ({data_keys}); merge only sweeps of one data set.")
+    if len(decays) != 1:
+        raise SystemExit(f"the sweeps decay differently (--decay-fraction {sorted(decays)}); merge only one schedule.")
     record = {
         "commands": commands,
         "data": dict(zip(("tokenizer", "corpus", "val_blocks"), data_keys.pop())),
         "rows": rows,
-    } | ({"notes": notes} if notes else {})
+    }
+    record |= ({"decay_fraction": decays.pop()} if decays != {0.0} else {}) | ({"notes": notes} if notes else {})
     (out / args.output).write_text(json.dumps(record, indent=1) + "\n")
     print(f"{len(rows)} rows into nbs/data/{args.output}")
     if not args.model:

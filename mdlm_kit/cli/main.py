@@ -25,8 +25,8 @@ from ..drafts.speculate import chat_ids
 # %% auto #0
 __all__ = ['USER_ERRORS', 'QUICKSTART_SAMPLES', 'UsageError', 'build_config', 'cmd_prepare', 'cmd_train', 'cmd_sample',
            'cmd_eval', 'compare_runs', 'print_comparison', 'weights_sha256', 'comparison_of', 'cmd_quickstart',
-           'parse_objective', 'sweep_row', 'sweep_rows', 'branch_decay', 'cmd_sweep', 'plot_sweep', 'playground_setup',
-           'cmd_playground', 'make_parser', 'main']
+           'parse_objective', 'sweep_row', 'sweep_rows', 'branch_decay', 'sweep_plan', 'cmd_sweep', 'plot_sweep',
+           'playground_setup', 'cmd_playground', 'make_parser', 'main']
 
 # %% ../../nbs/26_cli.ipynb #1119a53d
 class UsageError(KitError, ValueError):
@@ -487,26 +487,34 @@ def branch_decay(stable: Path, branch: Path, cfg: ExperimentConfig, progress: bo
     trainer.run()
     return trainer
 
-# %% ../../nbs/26_cli.ipynb #40a84272
-def cmd_sweep(args):
-    import itertools, time
+# %% ../../nbs/26_cli.ipynb #06b5724c
+_SWEPT = ("objective", "block_length", "max_steps", "seed", "train_fraction")  # the settings a sweep varies
 
-    base, out = build_config(args), Path(args.output_dir)
+
+def sweep_plan(args, base: ExperimentConfig) -> tuple[list, list[int], list[int], list[float], float]:
+    """What `mdlm-kit sweep` runs: (objectives, budgets, seeds, corpus fractions, decay fraction), refused where it
+    cannot run before anything is written."""
     grid = [parse_objective(s) for s in args.objectives.split(",")]
     budgets = sorted(set(_csv(args.budgets, int, "--max-steps")))
     seeds, fractions = _csv(args.seeds, int, "--seeds"), _csv(args.corpus_fraction, float, "--corpus-fraction")
-    if not budgets or budgets[0] <= base.training.warmup_steps:
-        raise UsageError(f"--max-steps: every budget must exceed the warm-up ({base.training.warmup_steps} steps).")
-    path, data_dir = out / "sweep.json", out / "data"
-    decay = args.decay_fraction  # each budget's final decay, branched from the constant-rate run
+    decay, warm = args.decay_fraction, base.training.warmup_steps  # decay: each budget's, branched (`branch_decay`)
     if decay and not (0 < decay < 1 and base.training.min_lr == -1 and base.training.decay_steps == 0):
         raise UsageError(
             "--decay-fraction must be in (0, 1), and branches from a constant-rate run: leave training.min_lr at -1 "
             "and training.decay_steps at 0."
         )
-    if decay and budgets[0] - round(decay * budgets[0]) <= base.training.warmup_steps:
-        warm = base.training.warmup_steps
-        raise UsageError(f"--max-steps: every budget's decay must start after the warm-up ({warm} steps).")
+    if not budgets or budgets[0] - round(decay * budgets[0]) <= warm:
+        after = " before its decay starts" if decay else ""
+        raise UsageError(f"--max-steps: every budget must exceed the warm-up ({warm} steps){after}.")
+    return grid, budgets, seeds, fractions, decay
+
+# %% ../../nbs/26_cli.ipynb #40a84272
+def cmd_sweep(args):
+    import itertools, time
+
+    base, out = build_config(args), Path(args.output_dir)
+    grid, budgets, seeds, fractions, decay = sweep_plan(args, base)
+    path, data_dir = out / "sweep.json", out / "data"
     rows = sweep_rows(path, base, decay)  # before anything is written
     prepare_data(base.data, data_dir)  # one tokenizer and one validation split for every run
     data = PackedData(data_dir)
@@ -536,15 +544,15 @@ def cmd_sweep(args):
                 seconds += time.perf_counter() - t0  # the run's time to this budget: its stable part and its decay
             row = sweep_row(trainer, data, objective, block, seed, fraction, seconds, args.levels)
             rows.append(row | ({"decay_steps": cut, "stable_seconds": round(stable, 1)} if cut else {}))
-            record = {"command": " ".join(["mdlm-kit", *sys.argv[1:]]), "config": to_dict(base)}
-            record |= {"decay_fraction": decay, "rows": rows}
-            atomic_write_text(path, json.dumps(record, indent=1))
+            record = {
+                "command": " ".join(["mdlm-kit", *sys.argv[1:]]),
+                "config": to_dict(base),
+                "decay_fraction": decay,
+            }
+            atomic_write_text(path, json.dumps(record | {"rows": rows}, indent=1))
             print(json.dumps(rows[-1]))
     plot_sweep(rows, out / "sweep.png")
     print(f"{len(rows)} runs in {path}; the figure in {out / 'sweep.png'}")
-
-
-_SWEPT = ("objective", "block_length", "max_steps", "seed", "train_fraction")
 
 
 def _add_sweep(sub):
@@ -562,23 +570,17 @@ def _add_sweep(sub):
         "--objectives", default="ar,mdlm,bd3lm:4", help="comma-separated: ar, mdlm, bd3lm:B (default: %(default)s)"
     )
     p.add_argument(
-        "--max-steps",
-        dest="budgets",
-        default="300,600,1200,2400",
-        help="comma-separated step budgets (default: %(default)s)",
+        "--max-steps", dest="budgets", default="300,600,1200,2400", help="step budgets (default: %(default)s)"
     )
     p.add_argument("--seeds", default="0,1,2", help="comma-separated training seeds (default: %(default)s)")
     p.add_argument(
-        "--corpus-fraction",
-        default="1",
-        help="comma-separated fractions of the train split to train on (fewer unique tokens, more passes; default: 1)",
+        "--corpus-fraction", default="1", help="fractions of the train split: fewer tokens, more passes (default: 1)"
     )
     p.add_argument(
         "--decay-fraction",
         type=float,
         default=0.0,
-        help="each budget's last fraction of steps falls linearly to 0 (warmup-stable-decay), branched from one "
-        "constant-rate run per objective, seed and corpus fraction (default 0: the constant rate throughout)",
+        help="each budget's last fraction of steps decays to 0, branched from one constant-rate run (default 0: none)",
     )
     p.add_argument("--output-dir", required=True, help="sweep directory (data/, runs/, sweep.json, sweep.png)")
     p.add_argument("--levels", type=int, default=16, help="noise levels of the bounds (default: %(default)s)")

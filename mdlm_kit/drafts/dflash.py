@@ -523,16 +523,8 @@ def remote_code_source() -> str:
             "_FLEX = {}",
         ]
     )
-    shared = [
-        LoadedWeights,
-        adopt_modules,
-        RMSNorm,
-        apply_rope,
-        GatedMLP,
-        flatten_draft_config,
-        rotary_embedding,
-        DraftShape,
-    ]
+    shared = [LoadedWeights, adopt_modules, RMSNorm, apply_rope, GatedMLP, flatten_draft_config, rotary_embedding]
+    shared += [DraftShape]
     own = [df.DFlashConfig, df.BlockStructure, df._attend_structured, df.flex_kernels, df._attend, df.dflash_mask_mod]
     own += [df.dflash_attention_mask, df.DFlashAttention, df.DFlashLayer, df.DFlashDraftModel]
     return standalone_source(shared + own, preamble, _WRAPPER)
