@@ -469,8 +469,9 @@ def branch_decay(stable: Path, branch: Path, cfg: ExperimentConfig, progress: bo
 
     start = cfg.training.max_steps - cfg.training.decay_steps
     if not (branch / "events.jsonl").is_file():
-        newest = CheckpointManager(stable / "checkpoints").latest()
-        if newest is None or int(newest.stem.removeprefix("step_")) != start:
+        ckpts = CheckpointManager(stable / "checkpoints")
+        newest = ckpts.latest()
+        if newest != ckpts.path_for(start):
             raise UsageError(
                 f"the decay of the {cfg.training.max_steps}-step budget starts at step {start}, and the constant-rate "
                 f"run {str(stable)!r} is not there (its newest checkpoint: {newest and newest.name}): a budget smaller "
