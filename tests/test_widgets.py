@@ -87,6 +87,8 @@ def test_float_sliders_hold_their_defaults_exactly_and_redraws_take_turns():
     assert W.elbo_weight_explorer(t_min=0.02).children[0].value == 0.02
     with pytest.raises(ValueError, match="not one of the slider's values"):
         W.ttt_weights_explorer(decay=0.83)
+    with pytest.raises(W.WidgetError, match=r"TTT length = 13 is outside the slider's range \(1 to 12\)"):
+        W.ttt_weights_explorer(length=13)  # an IntSlider would have shown 12 under a default of 13
     # redraws from two threads at once: each completes whole, the last one wins
     ts = [threading.Thread(target=lambda v=v: setattr(ex.children[1], "value", v)) for v in (0.5, 0.9)]
     for t in ts:

@@ -153,6 +153,15 @@ def _float_slider(value: float, lo: float, hi: float, step: float, description: 
     return W.SelectionSlider(options=options, value=round(value, 10), description=description)
 
 
+def _int_slider(value: int, lo: int, hi: int, description: str):
+    "A slider over lo..hi that starts at `value`; an IntSlider would silently clamp a value outside, so it is refused."
+    import ipywidgets as W
+
+    if not lo <= value <= hi:
+        raise WidgetError(f"{description} = {value} is outside the slider's range ({lo} to {hi}).")
+    return W.IntSlider(value, lo, hi, description=description)
+
+
 def anchor_mask_explorer(
     seq_len: int = 32, block_size: int = 4, num_anchors: int = 4, seed: int = 0, preset: str = "chat"
 ):
@@ -161,10 +170,10 @@ def anchor_mask_explorer(
 
     return _interact(
         anchor_mask_figure,
-        seq_len=W.IntSlider(seq_len, 8, 128, description="seq len"),
-        block_size=W.IntSlider(block_size, 2, 16, description="block size"),
-        num_anchors=W.IntSlider(num_anchors, 1, 16, description="anchors"),
-        seed=W.IntSlider(seed, 0, 99, description="seed"),
+        seq_len=_int_slider(seq_len, 8, 128, "seq len"),
+        block_size=_int_slider(block_size, 2, 16, "block size"),
+        num_anchors=_int_slider(num_anchors, 1, 16, "anchors"),
+        seed=_int_slider(seed, 0, 99, "seed"),
         preset=W.Dropdown(options=LOSS_MASK_PRESETS, value=preset, description="loss mask"),
     )
 
@@ -193,12 +202,10 @@ def ttt_mask_figure(seq_len: int = 6, ttt_steps: int = 3):
 
 def ttt_mask_explorer(seq_len: int = 6, ttt_steps: int = 3):
     "Sliders for sequence length and the number of TTT steps."
-    import ipywidgets as W
-
     return _interact(
         ttt_mask_figure,
-        seq_len=W.IntSlider(seq_len, 2, 16, description="seq len"),
-        ttt_steps=W.IntSlider(ttt_steps, 1, 7, description="TTT steps"),
+        seq_len=_int_slider(seq_len, 2, 16, "seq len"),
+        ttt_steps=_int_slider(ttt_steps, 1, 7, "TTT steps"),
     )
 
 # %% ../../nbs/23_widgets.ipynb #e8716c6a
@@ -243,11 +250,9 @@ def decay_weights_figure(block_size: int = 16, gamma: float = 7.0):
 
 def decay_explorer(block_size: int = 16, gamma: float = 7.0):
     "Sliders for the block size and gamma."
-    import ipywidgets as W
-
     return _interact(
         decay_weights_figure,
-        block_size=W.IntSlider(block_size, 2, 32, description="block size"),
+        block_size=_int_slider(block_size, 2, 32, "block size"),
         gamma=_float_slider(gamma, 0.5, 20.0, 0.5, "gamma"),
     )
 
@@ -308,11 +313,9 @@ def ttt_weights_figure(length: int = 7, decay: float = 0.8):
 
 def ttt_weights_explorer(length: int = 7, decay: float = 0.8):
     "Sliders for the TTT length and the decay."
-    import ipywidgets as W
-
     return _interact(
         ttt_weights_figure,
-        length=W.IntSlider(length, 1, 12, description="TTT length"),
+        length=_int_slider(length, 1, 12, "TTT length"),
         decay=_float_slider(decay, 0.1, 1.0, 0.05, "decay"),
     )
 
