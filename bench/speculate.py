@@ -70,14 +70,19 @@ class Method(NamedTuple):
     store: bool = False  # the lookup fed by --lookup-store too
 
 
+# the drafters a run measures, in this order: flag (and method name) -> (default directory, what it names)
+DRAFT_DIRS = {
+    "dflash": ("runs/dflash/draft", "a DFlash draft directory"),
+    "dpace": ("", "a D-PACE-trained DFlash draft directory"),
+    "eagle3": ("runs/eagle3/draft", "an EAGLE-3 draft directory"),
+    "selfdraft": ("", "self-drafting adapters (mdlm-kit adapt's adapters/)"),
+}
+
+
 def _methods(args) -> list[Method]:
     out = []
-    for name, path in (
-        ("dflash", args.dflash),
-        ("dpace", args.dpace),
-        ("eagle3", args.eagle3),
-        ("selfdraft", args.selfdraft),
-    ):
+    for name in DRAFT_DIRS:
+        path = getattr(args, name)
         if not path:
             continue
         if not Path(path, "config.json").is_file():
@@ -272,10 +277,8 @@ def measure(args, ps: PromptSettings, decoding: DecodeSettings, precision):
 
 def main():
     ap = bench_parser(__doc__, "speculate.json")
-    ap.add_argument("--dflash", default="runs/dflash/draft", help="a DFlash draft directory ('' to skip)")
-    ap.add_argument("--dpace", default="", help="a D-PACE-trained DFlash draft directory ('' to skip)")
-    ap.add_argument("--eagle3", default="runs/eagle3/draft", help="an EAGLE-3 draft directory ('' to skip)")
-    ap.add_argument("--selfdraft", default="", help="self-drafting adapters (mdlm-kit adapt's adapters/; '' to skip)")
+    for name, (default, what) in DRAFT_DIRS.items():
+        ap.add_argument(f"--{name}", default=default, help=f"{what} ('' to skip)")
     ap.add_argument(
         "--precision",
         default="fp32,bf16",
