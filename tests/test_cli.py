@@ -617,3 +617,54 @@ def test_a_flag_shared_by_commands_has_one_help():
         ["quickstart", "train", "sweep", "sample", "eval", "playground", "make-chat-data", "hidden-states", "speculate"]
         + ["adapt", "train-dflash", "train-eagle3"]  # every command that computes (prepare only packs text)
     )
+
+
+# flags spelt alike whose meaning differs by command, and why; every other flag shared by commands has one help
+DIFFERENT_MEANINGS = {
+    "--baseline": "quickstart trains an AR twin; speculate also times plain sampling",
+    "--batch-size": "each command's unit: sequences, prompts, samples or conversations",
+    "--block-length": "a bd3lm run's block vs the blocks sampler's",
+    "--block-size": "training sequence, feature cut, adapted block or DFlash block",
+    "--checkpoint": "sample also takes adapters; the playground has a default",
+    "--config": "an MDLM config vs adapt's settings file",
+    "--data": "a packed split, a chat JSONL, or self-answered conversations",
+    "--draft": "the playground's drafter needs --target",
+    "--learning-rate": "adapt names its schedule (cosine)",
+    "--levels": "one bound vs a sweep's bounds",
+    "--mask-token-id": "the MDLM's mask id vs DFlash's (auto: a drafter-owned row)",
+    "--max-steps": "the sweep's budgets; the drafters count from epochs at 0",
+    "--num-feature-layers": "which layers to save vs which feed the drafter",
+    "--num-prompts": "speculate's embedded set defaults to 20",
+    "--output": "a JSONL, a feature directory or a JSON of results",
+    "--output-dir": "each command's directory holds other files",
+    "--precision": "training precision vs decoding precision (and adapt has no fp16)",
+    "--prompts": "each command's prompt sets",
+    "--seed": "what each command seeds",
+    "--target": "the playground's needs --draft",
+    "--temperature": "the MDLM sampler's vs the target's sampling (speculate checks losslessness at 0)",
+    "--top-k": "the MDLM sampler's vs the target's sampling",
+    "--warmup-steps": "the drafters' replaces --warmup-ratio",
+}
+
+
+def test_a_flag_that_means_the_same_reads_the_same_in_every_command():
+    """A flag spelt alike in several commands has one help (a settings class shares another's with `help_of`), unless
+    it is listed above with why its meaning differs. A new wording of a shared flag, or a listed flag whose wordings
+    have become one, fails here."""
+    import argparse
+
+    from mdlm_kit.cli.main import make_parser
+
+    sub = next(a for a in make_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {}
+    for name, p in sub.choices.items():
+        for a in p._actions:
+            for flag in (f for f in a.option_strings if f.startswith("--") and a.help):
+                helps.setdefault(flag, {}).setdefault(a.help.split(" (default")[0], []).append(name)
+    several = {f for f, h in helps.items() if len(h) > 1}
+    assert several == set(DIFFERENT_MEANINGS), {f: helps[f] for f in several ^ set(DIFFERENT_MEANINGS) if f in helps}
+    shared = {f: next(iter(h.values())) for f, h in helps.items() if len(h) == 1 and len(next(iter(h.values()))) > 1}
+    assert {"--log-interval", "--skip-nonfinite", "--max-length", "--is-preformatted", "--max-new-tokens"} <= set(shared)
+    assert sorted(shared["--log-interval"]) == sorted(
+        ["quickstart", "train", "sweep", "adapt", "train-dflash", "train-eagle3"]
+    )

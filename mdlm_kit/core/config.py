@@ -14,9 +14,10 @@ from .device import DEVICE_CHOICES, PRECISION_CHOICES, KitError, canonical_preci
 
 # %% auto #0
 __all__ = ['DEVICE_HELP', 'PRECISION_HELP', 'OBJECTIVES', 'CONFIG_DEST', 'setting', 'ModelConfig', 'DataConfig', 'TrainingConfig',
-           'ExperimentConfig', 'ConfigError', 'validate', 'rule_problems', 'from_dict', 'load_config', 'parse_override',
-           'to_dict', 'config_fields', 'apply_settings', 'apply_overrides', 'to_toml', 'add_config_flags',
-           'settings_from_flags', 'settings_for', 'command', 'add_run_flags', 'flatten_dict', 'config_mismatches']
+           'help_of', 'ExperimentConfig', 'ConfigError', 'validate', 'rule_problems', 'from_dict', 'load_config',
+           'parse_override', 'to_dict', 'config_fields', 'apply_settings', 'apply_overrides', 'to_toml',
+           'add_config_flags', 'settings_from_flags', 'settings_for', 'command', 'add_run_flags', 'flatten_dict',
+           'config_mismatches']
 
 # %% ../../nbs/03_config.ipynb #575e3f8b
 def setting(default, help: str, *, flags: tuple = (), required: bool = False):
@@ -105,10 +106,20 @@ class TrainingConfig:
     eval_noise_levels: int = setting(4, "noise levels of an evaluation's bound")
     save_interval: int = setting(400, "steps between checkpoints")
     keep_last: int = setting(2, "training checkpoints kept")
-    skip_nonfinite: bool = setting(False, "skip a step whose loss is NaN/inf instead of stopping")
+    skip_nonfinite: bool = setting(
+        False, "skip an optimizer step whose loss is NaN/inf (default: stop, keeping the last good checkpoint)"
+    )
     objective: str = setting("mdlm", "mdlm (masked diffusion), ar (the same network run causally) or bd3lm (lesson 13)")
     block_length: int = setting(4, "bd3lm: tokens per diffusion block (1: autoregressive; the sequence: the MDLM)")
     compile: bool = setting(False, "torch.compile the training forward and backward (the first step compiles)")
+
+# %% ../../nbs/03_config.ipynb #de36887b
+def help_of(cls, name: str) -> str:
+    "The help of `cls`'s setting `name`, for a setting of another class that means the same (one wording for both)."
+    meta = next((f.metadata for f in fields(cls) if f.name == name), {})
+    if "help" not in meta:
+        raise AttributeError(f"{cls.__name__} has no setting {name!r} to share its help.")
+    return meta["help"]
 
 # %% ../../nbs/03_config.ipynb #a76f83dd
 @dataclass

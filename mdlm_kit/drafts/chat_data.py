@@ -755,7 +755,7 @@ class ChatDataSettings:
         "OUTPUT's stem + .self_prompts.jsonl",
     )
     output: str = setting("", "output JSONL (appended to: an interrupted run resumes)", required=True)
-    max_new_tokens: int = setting(128, "answer length limit")
+    max_new_tokens: int = setting(128, "tokens to generate per prompt")
     batch_size: int = setting(8, "prompts per generate call")
     temperature: float = setting(0.0, "0: greedy")
     seed: int = setting(0, "prompt shuffle and sampling seed")

@@ -211,7 +211,7 @@ class HiddenStatesSettings:
     block_size: int = setting(16, "samples with fewer than 2 x block size loss tokens are dropped")
     max_length: int = setting(512, "truncate samples to this many tokens")
     train_only_last_turn: bool = setting(False, "supervise only the last assistant turn")
-    is_preformatted: bool = setting(False, "rows are {'text'} with the chat template applied")
+    is_preformatted: bool = setting(False, "rows are {'text'} already rendered with the chat template")
     dtype: str = setting("bf16", "bf16, fp16 or fp32")
     batch_size: int = setting(4, "samples per target forward")
     shard_size: int = setting(64, "samples per safetensors shard (a resumed run keeps whole shards)")

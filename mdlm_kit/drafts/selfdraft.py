@@ -18,12 +18,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 from fastcore.basics import patch
 from ..core.checkpoint import CheckpointError, CheckpointManager, load_model_dir, resume_point, save_model_dir
-from ..core.config import DEVICE_HELP, ConfigError, rule_problems, setting
+from ..core.config import DEVICE_HELP, ConfigError, TrainingConfig, help_of, rule_problems, setting
 from ..core.device import KitError, autocast, host_value, make_grad_scaler, resolve_device, resolve_precision
 from ..core.device import host_nonzero, seed_everything, to_device
 from ..core.layers import lr_schedule, make_optimizer
 from ..core.loop import EventLog, TrainLoop, check_resume
 from .chat_data import build_chat_dataset, dataset_key
+from .features import HiddenStatesSettings
 from .targets import TARGET_HELP, TargetModel, digests_match
 from .verification import CachedTarget, Drafter, Proposal, Proposer, register_drafter
 
@@ -269,14 +270,14 @@ class AdaptSettings:
     alpha: float = setting(32.0, "the updates' scale is alpha / rank")
     distill: float = setting(0.5, "weight of the KL to the target's own next-token distribution (the rest: CE)")
     p_full: float = setting(0.5, "share of blocks masked whole (as drafting sees them); the others mask 1..size-1")
-    max_length: int = setting(384, "tokens of a conversation kept")
+    max_length: int = setting(384, help_of(HiddenStatesSettings, "max_length"))
     batch_size: int = setting(4, "conversations a step")
     learning_rate: float = setting(1e-3, "peak learning rate (warm-up, then cosine to zero)")
-    warmup_steps: int = setting(20, "warm-up steps")
-    max_steps: int = setting(600, "optimizer steps")
-    log_interval: int = setting(10, "steps between train records")
-    eval_interval: int = setting(100, "steps between evaluations")
-    save_interval: int = setting(50, "steps between checkpoints")
+    warmup_steps: int = setting(20, help_of(TrainingConfig, "warmup_steps"))
+    max_steps: int = setting(600, help_of(TrainingConfig, "max_steps"))
+    log_interval: int = setting(10, help_of(TrainingConfig, "log_interval"))
+    eval_interval: int = setting(100, help_of(TrainingConfig, "eval_interval"))
+    save_interval: int = setting(50, help_of(TrainingConfig, "save_interval"))
     eval_samples: int = setting(64, "held-out conversations an evaluation scores")
     seed: int = setting(0, "order and masks")
     device: str = setting("auto", DEVICE_HELP)

@@ -11,13 +11,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 import torch
 from fastcore.basics import patch
-from ..core.config import DEVICE_HELP, ConfigError, rule_problems, setting
+from ..core.config import DEVICE_HELP, ConfigError, help_of, rule_problems, setting
 from ..core.device import DRAFT_PRECISIONS, cast_weights, draft_dtype, inference_precision, note_once
 from ..core.device import resolve_device
 from ..core.layers import Int8Linear, choose_products, few_rows_linears, int8_lacks, int8_linear_available
 from ..core.layers import int8_linears
 from .chat_data import embedded_prompts, heldout_prompts, load_conversations, normalize_conversation
-from .chat_data import tokenize_conversation
+from .chat_data import ChatDataSettings, tokenize_conversation
 from .verification import LookupBranchProposer, NgramStore, SpeculativeError, drafter_of, drafters
 from .verification import SamplingParams, inside_target, plain_decode
 from .verification import speculative_decode, summarize_runs
@@ -171,7 +171,7 @@ class PromptSettings:
         "or conversations, or a text file of lines",
     )
     num_prompts: int = setting(0, "use at most this many prompts (0: all; embedded: 20)")
-    max_new_tokens: int = setting(64, "tokens to generate per prompt")
+    max_new_tokens: int = setting(64, help_of(ChatDataSettings, "max_new_tokens"))
     temperature: float = setting(0.0, "0: greedy (lossless is then checked token for token)")
     top_k: int = setting(0, "top-k of the target's sampling (0: off)")
     top_p: float = setting(1.0, "top-p of the target's sampling")

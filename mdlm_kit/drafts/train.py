@@ -15,14 +15,22 @@ import torch
 from fastcore.basics import patch
 from ..core.checkpoint import CheckpointError, CheckpointManager, resume_point
 from ..core.layers import lr_schedule, make_optimizer
-from ..core.config import DEVICE_HELP, PRECISION_HELP, ConfigError, config_fields, setting
+from mdlm_kit.core.config import (
+    DEVICE_HELP,
+    PRECISION_HELP,
+    ConfigError,
+    TrainingConfig,
+    config_fields,
+    help_of,
+    setting,
+)
 from ..core.device import KitError, autocast, make_grad_scaler, resolve_device, resolve_precision
 from ..core.device import cast_weights, configure_backends, host_value, seed_everything, to_device
 from ..core.loop import EventLog, ResumeError, TrainLoop, check_resume
 from .targets import TargetModel, TargetEmbeddingsAndHead, TargetError, chat_template_from
 from .targets import TARGET_HELP, digests_match
 from .chat_data import build_chat_dataset, dataset_key
-from .features import HiddenStates, FeaturesError
+from .features import HiddenStates, HiddenStatesSettings, FeaturesError
 from .verification import drafters
 
 # %% auto #0
@@ -59,9 +67,9 @@ class DataSettings:
     chat_template: str = setting(
         "", "replaces the tokenizer's template: a name (chatml, qwen, llama3), a Jinja file or a Jinja string"
     )
-    is_preformatted: bool = setting(False, "rows are {'text'} already rendered with the chat template")
+    is_preformatted: bool = setting(False, help_of(HiddenStatesSettings, "is_preformatted"))
     train_only_last_turn: bool = setting(False, "supervise only the last assistant turn")
-    max_length: int = setting(512, "truncate samples to this many tokens")
+    max_length: int = setting(512, help_of(HiddenStatesSettings, "max_length"))
     cache_dir: str = setting(
         "", "where tokenised chat data and the draft vocabulary are cached (default: OUTPUT_DIR/cache)"
     )
@@ -101,27 +109,27 @@ class DraftTrainingSettings:
     num_epochs: int = setting(1, "passes over the training data")
     max_steps: int = setting(0, "optimizer steps (0: from the epochs)", flags=("--max-num-steps",))
     total_steps: int = setting(0, "schedule horizon in optimizer steps (0: the run's length)")
-    batch_size: int = setting(4, "sequences per micro-batch")
+    batch_size: int = setting(4, help_of(TrainingConfig, "batch_size"))
     gradient_accumulation_steps: int = setting(
-        1, "micro-batches per optimizer step", flags=("--accumulation-steps", "--draft-accumulation-steps")
+        1,
+        help_of(TrainingConfig, "gradient_accumulation_steps"),
+        flags=("--accumulation-steps", "--draft-accumulation-steps"),
     )
-    learning_rate: float = setting(6e-4, "peak AdamW learning rate")
+    learning_rate: float = setting(6e-4, help_of(TrainingConfig, "learning_rate"))
     warmup_ratio: float = setting(0.04, "fraction of steps for the linear warm-up")
     warmup_steps: int = setting(0, "warm-up steps; > 0 replaces --warmup-ratio")
-    max_grad_norm: float = setting(1.0, "clip the global gradient norm to this (0: no clipping)")
-    weight_decay: float = setting(0.0, "AdamW weight decay")
-    optimizer: str = setting("adamw", "adamw, or adamw_8bit (bitsandbytes, CUDA)", flags=("--optimizer-type",))
+    max_grad_norm: float = setting(1.0, help_of(TrainingConfig, "max_grad_norm"))
+    weight_decay: float = setting(0.0, help_of(TrainingConfig, "weight_decay"))
+    optimizer: str = setting("adamw", help_of(TrainingConfig, "optimizer"), flags=("--optimizer-type",))
     fp32_params: bool = setting(
         True, "keep fp32 master weights under bf16 autocast (--no-fp32-params casts the drafter to bf16)"
     )
-    skip_nonfinite: bool = setting(
-        False, "skip an optimizer step whose loss is NaN/inf (default: stop, keeping the last good checkpoint)"
-    )
+    skip_nonfinite: bool = setting(False, help_of(TrainingConfig, "skip_nonfinite"))
     seed: int = setting(0, "seed for data order, anchors and init")
-    log_interval: int = setting(10, "steps between train events")
-    eval_interval: int = setting(100, "steps between evaluations")
-    save_interval: int = setting(100, "steps between checkpoints")
-    keep_last: int = setting(2, "training checkpoints kept")
+    log_interval: int = setting(10, help_of(TrainingConfig, "log_interval"))
+    eval_interval: int = setting(100, help_of(TrainingConfig, "eval_interval"))
+    save_interval: int = setting(100, help_of(TrainingConfig, "save_interval"))
+    keep_last: int = setting(2, help_of(TrainingConfig, "keep_last"))
 
 
 SECTIONS = {
