@@ -17,7 +17,7 @@ from .device import KitError
 __all__ = ['TRAINING_STATE_FORMAT', 'CheckpointError', 'atomic_write', 'atomic_write_text', 'atomic_torch_save',
            'safe_torch_load', 'file_sha256', 'CheckpointManager', 'resume_point', 'read_events', 'trim_events',
            'append_jsonl', 'repair_jsonl', 'weights_dtype', 'exchange_paths', 'clean_model_dir_leftovers',
-           'save_model_dir', 'load_model_dir', 'standalone_source', 'adopt_modules', 'LoadedWeights']
+           'save_model_dir', 'load_model_dir', 'load_weights', 'standalone_source', 'adopt_modules', 'LoadedWeights']
 
 # %% ../../nbs/04_checkpoint.ipynb #f008cfb8
 class CheckpointError(KitError, RuntimeError):
@@ -343,6 +343,18 @@ def load_model_dir(directory: str | Path) -> tuple[dict[str, torch.Tensor], dict
             f"Re-export it from a training checkpoint."
         ) from None
     return tensors, config
+
+# %% ../../nbs/04_checkpoint.ipynb #14af0b86
+def load_weights(model: torch.nn.Module, tensors: dict, directory, derived: tuple = ()) -> torch.nn.Module:
+    "Load `tensors` into `model`: every weight it has (but those under the `derived` prefixes) and no other."
+    missing, unexpected = model.load_state_dict(tensors, strict=False)
+    missing = [k for k in missing if not k.startswith(derived)]
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{str(directory)!r} does not match its config.json (missing {missing[:3]}, unexpected {unexpected[:3]}); "
+            "a model saved by an earlier version of the kit is not read: train it again with this one."
+        )
+    return model
 
 # %% ../../nbs/04_checkpoint.ipynb #3cf900bb
 def standalone_source(objects, preamble: str, epilogue: str = "") -> str:

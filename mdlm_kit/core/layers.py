@@ -360,13 +360,6 @@ class GatedMLP(nn.Module):
     def forward(self, x):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # MDLM checkpoints of the kit's first format named these w1, w3 and w2
-        for old, new in (("w1", "gate_proj"), ("w3", "up_proj"), ("w2", "down_proj")):
-            if prefix + old + ".weight" in state_dict:
-                state_dict[prefix + new + ".weight"] = state_dict.pop(prefix + old + ".weight")
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
-
 # %% ../../nbs/08_layers.ipynb #e7977205
 def make_optimizer(
     model: torch.nn.Module,

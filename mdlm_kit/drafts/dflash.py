@@ -13,14 +13,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from pathlib import Path
-from mdlm_kit.core.checkpoint import (
-    CheckpointError,
-    LoadedWeights,
-    adopt_modules,
-    load_model_dir,
-    save_model_dir,
-    standalone_source,
-)
+from ..core.checkpoint import CheckpointError, LoadedWeights, adopt_modules, load_model_dir, load_weights
+from ..core.checkpoint import save_model_dir, standalone_source
 from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.config import setting
 from ..core.device import KitError, cast_weights, host_value, note_once
@@ -29,13 +23,13 @@ from .targets import DraftShape, target_shape
 from .verification import Drafter, Proposal, Proposer, register_drafter
 
 # %% auto #0
-__all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ARCHITECTURE', 'LEGACY_MODEL_TYPE', 'ATTENTION_BACKENDS', 'FLEX_COMPILED_ON',
-           'FLEX_COMPILE_BACKEND', 'REMOTE_CODE', 'AUTO_MAP', 'DFLASH', 'DFlashError', 'build_target_layer_ids',
-           'sample_anchors', 'dflash_blocks', 'dflash_mask_mod', 'dflash_attention_mask', 'dflash_position_weights',
-           'DFlashConfig', 'BlockStructure', 'flex_kernels', 'bucket_length', 'pad_to_buckets', 'DFlashAttention',
-           'DFlashLayer', 'DFlashDraftModel', 'remote_code_source', 'reference_config', 'is_dflash_config',
-           'block_metrics', 'token_cross_entropy', 'dflash_forward', 'draft_block', 'DFlashContextCache',
-           'DFlashProposer', 'DFlashSettings', 'resolve_mask_token_id', 'DFlashObjective', 'dflash_proposer']
+__all__ = ['LOSS_TYPES', 'MODEL_TYPE', 'ARCHITECTURE', 'ATTENTION_BACKENDS', 'FLEX_COMPILED_ON', 'FLEX_COMPILE_BACKEND',
+           'REMOTE_CODE', 'AUTO_MAP', 'DFLASH', 'DFlashError', 'build_target_layer_ids', 'sample_anchors',
+           'dflash_blocks', 'dflash_mask_mod', 'dflash_attention_mask', 'dflash_position_weights', 'DFlashConfig',
+           'BlockStructure', 'flex_kernels', 'bucket_length', 'pad_to_buckets', 'DFlashAttention', 'DFlashLayer',
+           'DFlashDraftModel', 'remote_code_source', 'reference_config', 'is_dflash_config', 'block_metrics',
+           'token_cross_entropy', 'dflash_forward', 'draft_block', 'DFlashContextCache', 'DFlashProposer',
+           'DFlashSettings', 'resolve_mask_token_id', 'DFlashObjective', 'dflash_proposer']
 
 # %% ../../nbs/17_dflash.ipynb #c680a109
 class DFlashError(KitError, ValueError):
@@ -158,7 +152,6 @@ def dflash_position_weights(
 # %% ../../nbs/17_dflash.ipynb #a9748244
 MODEL_TYPE = "qwen3"  # the reference layout: a Qwen3 config with DFlash fields, as z-lab/dflash and SGLang load
 ARCHITECTURE = "DFlashDraftModel"
-LEGACY_MODEL_TYPE = "mdlm_kit_dflash"  # the kit's first layout (MLP w1/w2/w3), still read
 ATTENTION_BACKENDS = ("eager", "sdpa", "flex_attention", "structured")
 
 
@@ -436,24 +429,14 @@ class DFlashDraftModel(nn.Module):
 
     @classmethod
     def from_pretrained(cls, directory, device="cpu", dtype=torch.float32):
-        "A drafter saved by the kit (either layout) or by the DFlash reference code / SpecForge."
+        "A drafter saved by the kit or by the DFlash reference code / SpecForge (one layout)."
         tensors, cfg = load_model_dir(directory)
         if not is_dflash_config(cfg):
             raise CheckpointError(f"{str(directory)!r} holds a {cfg.get('model_type')!r} model, not a DFlash drafter.")
         flat = flatten_draft_config(cfg)
         known = {k: v for k, v in flat.items() if k in DFlashConfig.__dataclass_fields__}
         model = cls(DFlashConfig(**known))
-        old = {".mlp.w1.": ".mlp.gate_proj.", ".mlp.w3.": ".mlp.up_proj.", ".mlp.w2.": ".mlp.down_proj."}
-        for a, b in old.items():
-            tensors = {k.replace(a, b): v for k, v in tensors.items()}  # the first layout
-        missing, unexpected = model.load_state_dict(tensors, strict=False)
-        missing = [k for k in missing if not k.startswith("rotary.")]
-        if missing or unexpected:
-            raise CheckpointError(
-                f"{str(directory)!r} does not match its config.json "
-                f"(missing {missing[:3]}, unexpected {unexpected[:3]})."
-            )
-        return cast_weights(model, dtype).to(device)
+        return cast_weights(load_weights(model, tensors, directory, derived=("rotary.",)), dtype).to(device)
 
 # %% ../../nbs/17_dflash.ipynb #703f7d78
 REMOTE_CODE = "modeling_dflash.py"  # the drafter's code beside its weights, for transformers' AutoModel
@@ -564,10 +547,8 @@ def reference_config(c: DFlashConfig) -> dict:
 
 
 def is_dflash_config(cfg: dict) -> bool:
-    "Whether a config.json describes a DFlash drafter (reference layout or the kit's first one)."
-    return cfg.get("model_type") == LEGACY_MODEL_TYPE or (
-        ARCHITECTURE in cfg.get("architectures", []) and "block_size" in cfg
-    )
+    "Whether a config.json describes a DFlash drafter (the reference layout, which the kit writes too)."
+    return ARCHITECTURE in cfg.get("architectures", []) and "block_size" in cfg
 
 # %% ../../nbs/17_dflash.ipynb #8a07b5d1
 @patch

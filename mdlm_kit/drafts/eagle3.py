@@ -13,7 +13,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from fastcore.basics import patch
-from ..core.checkpoint import CheckpointError, atomic_torch_save, load_model_dir, safe_torch_load, save_model_dir
+from ..core.checkpoint import CheckpointError, atomic_torch_save, load_model_dir, load_weights
+from ..core.checkpoint import safe_torch_load, save_model_dir
 from ..core.layers import FewRowsLinear, GatedMLP, RMSNorm, apply_rope
 from ..core.config import setting
 from ..core.device import KitError, cast_weights
@@ -266,13 +267,7 @@ def from_pretrained(cls: Eagle3DraftModel, directory, device="cpu", dtype=torch.
         raise CheckpointError(f"{str(directory)!r} is not an EAGLE-3 draft ({cfg.get('architectures')}).")
     known = {k: v for k, v in cfg.items() if k in Eagle3Config.__dataclass_fields__}
     model = cls(Eagle3Config(**known))
-    missing, unexpected = model.load_state_dict(tensors, strict=False)
-    missing = [k for k in missing if not k.startswith("rotary.")]
-    if missing or unexpected:
-        raise CheckpointError(
-            f"{str(directory)!r} does not match its config.json (missing {missing[:3]}, unexpected {unexpected[:3]})."
-        )
-    return cast_weights(model, dtype).to(device)
+    return cast_weights(load_weights(model, tensors, directory, derived=("rotary.",)), dtype).to(device)
 
 # %% ../../nbs/18_eagle3.ipynb #ce9ff226
 def shift_left(x: torch.Tensor, n: int) -> torch.Tensor:

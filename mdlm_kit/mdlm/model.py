@@ -14,14 +14,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from pathlib import Path
-from mdlm_kit.core.checkpoint import (
-    LoadedWeights,
-    adopt_modules,
-    load_model_dir,
-    save_model_dir,
-    standalone_source,
-    CheckpointError,
-)
+from ..core.checkpoint import CheckpointError, LoadedWeights, adopt_modules, load_model_dir, load_weights
+from ..core.checkpoint import save_model_dir, standalone_source
 from ..core.config import ConfigError, ModelConfig, to_dict, _fill
 from ..core.layers import GatedMLP, RMSNorm, apply_rope, rope_tables
 from .diffusion import gather_positions
@@ -353,14 +347,8 @@ def _model_from_pretrained(cls, directory, device="cpu", dtype=torch.float32):
             f"{str(directory)!r} holds a {config.get('model_type')!r} model, not an mdlm_kit diffusion model."
         )
     known = {k: v for k, v in config.items() if k in ModelConfig.__dataclass_fields__}
-    known.setdefault("head_bias", False)  # written before the model had an output bias
-    known.setdefault("local_mixing", 0)  # ... or local mixing
     model = cls(_fill(ModelConfig(), known, "model."))
-    missing, unexpected = model.load_state_dict({k: v.to(dtype) for k, v in tensors.items()}, strict=False)
-    if missing or unexpected:
-        raise CheckpointError(
-            f"{str(directory)!r} does not match its config.json (missing {missing[:3]}, unexpected {unexpected[:3]})."
-        )
+    load_weights(model, {k: v.to(dtype) for k, v in tensors.items()}, directory)
     model.extra_config = {k: v for k, v in config.items() if k not in known and k not in ("auto_map", "ffn_dim")}
     return model.to(device=device).eval()
 
