@@ -168,13 +168,9 @@ def target_digest(config, embed_weight: torch.Tensor) -> str:
 
 # %% ../../nbs/14_targets.ipynb #b6cf6388
 def digests_match(stored: str | None, current: str) -> bool:
-    """Whether `stored` names the target `current` does; digests written before weights were fingerprinted compare the
-    architecture."""
-    if not stored:
-        return True
-    if "-" not in stored:
-        return stored == current.split("-")[0]
-    return stored == current
+    """Whether `stored` names the target `current` does. An empty `stored` (a drafter saved by other code, which records
+    none) cannot be checked; an architecture-only digest of the kit's first drafters is not one: it is refused."""
+    return not stored or stored == current
 
 # %% ../../nbs/14_targets.ipynb #84a17cfe
 class TargetModel(nn.Module):
