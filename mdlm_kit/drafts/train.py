@@ -15,15 +15,8 @@ import torch
 from fastcore.basics import patch
 from ..core.checkpoint import CheckpointError, CheckpointManager, resume_point
 from ..core.layers import lr_schedule, make_optimizer
-from mdlm_kit.core.config import (
-    DEVICE_HELP,
-    PRECISION_HELP,
-    ConfigError,
-    TrainingConfig,
-    config_fields,
-    help_of,
-    setting,
-)
+from ..core.config import DEVICE_HELP, PRECISION_HELP, ConfigError, config_fields, setting
+from ..core.config import TrainingConfig, help_of
 from ..core.device import KitError, autocast, make_grad_scaler, resolve_device, resolve_precision
 from ..core.device import cast_weights, configure_backends, host_value, seed_everything, to_device
 from ..core.loop import EventLog, ResumeError, TrainLoop, check_resume
