@@ -50,8 +50,7 @@ def main(argv=None):
     runs = seed_runs(a.sweep, a.objective, a.steps)
     if len(runs) < 2:
         raise SystemExit(f"{a.sweep}: fewer than two {a.objective} runs at {a.steps} steps; run the sweep first.")
-    n = data.meta["n_val_blocks"]
-    batches = [data.batch("val", range(i, min(i + 16, n))) for i in range(0, n, 16)]
+    batches = data.batches("val", 16)  # as the sweep scores (score_split)
     by_seed = {}
     for seed, path in runs.items():
         model = load_inference(path, "cpu")[0]
@@ -68,7 +67,7 @@ def main(argv=None):
         "objective": a.objective,
         "steps": a.steps,
         "levels": a.levels,
-        "val_blocks": n,
+        "val_blocks": data.meta["n_val_blocks"],
         "nats_per_token": {str(s): v for s, v in by_seed.items()},
         "seed_spread_by_draw": [round(max(d) - min(d), 5) for d in per_draw],
         "draw_spread_by_seed": {str(s): round(max(v) - min(v), 5) for s, v in by_seed.items()},

@@ -118,8 +118,7 @@ def main(argv=None):
         cfg = apply_overrides(cfg, [f'data.data_dir="{work / ("data-" + key)}"'])
         prepare_data(cfg.data, cfg.data.data_dir, log=lambda *x: None)
         data = PackedData(cfg.data.data_dir)
-        n_val = min(a.eval_blocks, data.meta["n_val_blocks"])
-        blocks[n] = [data.batch("val", range(i, min(i + 16, n_val))) for i in range(0, n_val, 16)]
+        blocks[n] = data.batches("val", 16, a.eval_blocks)
         tok_per_char[n] = data.meta["n_val_blocks"] * data.block_size / data.n_chars("val")
         unigram[n] = data.unigram_entropy("val")
         trainers[n] = Trainer(cfg, work / n, progress=False, log=lambda *x: None)

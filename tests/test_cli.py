@@ -598,19 +598,26 @@ def test_a_setting_flag_reaches_the_config_after_the_file_and_set(tiny_config):
         build_config(make_parser().parse_args(base + ["--n-head", "3"]))  # 3 does not divide d_model 32
 
 
-def test_a_flag_shared_by_commands_has_one_help():
-    "`--device`, `--no-progress` and `--max-grad-norm` mean the same in every command that has them: one help each."
+def _flag_helps() -> dict:
+    "flag -> {its help without the default: [the subcommands that say it so]}, over every subcommand's parser."
     import argparse
 
     from mdlm_kit.cli.main import make_parser
-    from mdlm_kit.core.config import DEVICE_HELP
 
     sub = next(a for a in make_parser()._actions if isinstance(a, argparse._SubParsersAction))
     helps = {}
     for name, p in sub.choices.items():
         for a in p._actions:
-            for flag in set(a.option_strings) & {"--device", "--no-progress", "--max-grad-norm"}:
+            for flag in (f for f in a.option_strings if f.startswith("--") and a.help):
                 helps.setdefault(flag, {}).setdefault(a.help.split(" (default")[0], []).append(name)
+    return helps
+
+
+def test_a_flag_shared_by_commands_has_one_help():
+    "`--device`, `--no-progress` and `--max-grad-norm` mean the same in every command that has them: one help each."
+    from mdlm_kit.core.config import DEVICE_HELP
+
+    helps = _flag_helps()
     assert [len(helps[f]) for f in ("--device", "--no-progress", "--max-grad-norm")] == [1, 1, 1], helps
     assert list(helps["--device"]) == [DEVICE_HELP]
     assert sorted(helps["--device"][DEVICE_HELP]) == sorted(
@@ -651,16 +658,7 @@ def test_a_flag_that_means_the_same_reads_the_same_in_every_command():
     """A flag spelt alike in several commands has one help (a settings class shares another's with `help_of`), unless
     it is listed above with why its meaning differs. A new wording of a shared flag, or a listed flag whose wordings
     have become one, fails here."""
-    import argparse
-
-    from mdlm_kit.cli.main import make_parser
-
-    sub = next(a for a in make_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    helps = {}
-    for name, p in sub.choices.items():
-        for a in p._actions:
-            for flag in (f for f in a.option_strings if f.startswith("--") and a.help):
-                helps.setdefault(flag, {}).setdefault(a.help.split(" (default")[0], []).append(name)
+    helps = _flag_helps()
     several = {f for f, h in helps.items() if len(h) > 1}
     assert several == set(DIFFERENT_MEANINGS), {f: helps[f] for f in several ^ set(DIFFERENT_MEANINGS) if f in helps}
     shared = {f: next(iter(h.values())) for f, h in helps.items() if len(h) == 1 and len(next(iter(h.values()))) > 1}

@@ -91,7 +91,7 @@ def score_split(
     config yet)."""
     dev = next(model.parameters()).device
     n = data.meta[f"n_{split}_blocks"] if max_blocks is None else min(max_blocks, data.meta[f"n_{split}_blocks"])
-    batches = [data.batch(split, range(i, min(i + batch_size, n))).to(dev) for i in range(0, n, batch_size)]
+    batches = [b.to(dev) for b in data.batches(split, batch_size, n)]
     if objective == "ar":
         res = ar_nll(model, batches, data.meta["eos_token_id"], autocast_ctx)
     elif objective != "mdlm":  # an objective registered by another lesson: its own deterministic bound
@@ -303,10 +303,7 @@ def _setup(self: Trainer):
     self.restore(state, existing, "model/optimizer")
     if state is not None:
         self._note_schedule(state)
-    n_val = min(self.data.meta["n_val_blocks"], tc.eval_batches * tc.batch_size)
-    self.val_batches = [
-        self.data.batch("val", range(i, min(i + tc.batch_size, n_val))) for i in range(0, n_val, tc.batch_size)
-    ]
+    self.val_batches = self.data.batches("val", tc.batch_size, tc.eval_batches * tc.batch_size)
 
 
 @patch(as_prop=True)

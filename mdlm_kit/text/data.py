@@ -390,6 +390,13 @@ def batch(self: PackedData, split: str, indices) -> torch.Tensor:
     arr = self.split(split)
     return torch.from_numpy(np.asarray(arr[np.asarray(indices)], dtype=np.int64))
 
+
+@patch
+def batches(self: PackedData, split: str, batch_size: int, n: int | None = None) -> list[torch.Tensor]:
+    "The first `n` blocks of `split` (default: all) in order, as batches of `batch_size` (the last one may be shorter)."
+    n = self.meta[f"n_{split}_blocks"] if n is None else min(n, self.meta[f"n_{split}_blocks"])
+    return [self.batch(split, range(i, min(i + batch_size, n))) for i in range(0, n, batch_size)]
+
 # %% ../../nbs/06_data.ipynb #4446a06c
 class DeterministicBatchSampler:
     "Batch `i` of a seeded sequence of epoch permutations; resumable at any micro-batch count."
