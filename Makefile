@@ -70,8 +70,8 @@ pytest: install
 # each (two threads each would fight over the two cores)
 nbtest labtest: export FROM_SCRATCH_STEPS ?= 150
 nbtest labtest: export OMP_NUM_THREADS ?= 1
-nbtest labtest: export LESSON_DRAFTER_PROMPTS ?= 4
-nbtest labtest: export LESSON_DRAFTER_STEPS ?= 5
+nbtest labtest: export LESSON_DRAFTER_PROMPTS ?= 2
+nbtest labtest: export LESSON_DRAFTER_STEPS ?= 2
 nbtest: install
 	$(BIN)/nbdev-test --n-workers 2 --timing
 

@@ -18,8 +18,16 @@ def mdlm_kit(args, processes: int = 1):
     "`mdlm-kit ARGS`, as one process or under `torchrun --nproc-per-node processes` (one thread each)."
     launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={processes}"]
     cmd = (launch if processes > 1 else []) + [str(MDLM_KIT), *map(str, args)]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    r = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"},
+    )
+    assert r.returncode == 0, (
+        r.stdout[-3000:] + r.stderr[-6000:]
+    )  # a torchrun failure: its workers' stacks, then its own
     return r
 
 

@@ -53,11 +53,13 @@ def test_quickstart_learns(tmp_path):
     assert len(re.findall(r"[A-Za-z]{3,}", text)) >= 15, bodies
     assert known_word_fraction(text, words) >= 0.6, bodies  # words, not glued fragments (unigram noise: about 0.4)
     e = json.loads(
-        _run(["eval", "--checkpoint", out / "inference", "--data", out / "data", "--split", "val", "--levels", 16], 600)
+        _run(["eval", "--checkpoint", out / "inference", "--data", out / "data", "--split", "val", "--levels", 8], 600)
         .stdout.strip()
         .splitlines()[-1]
     )
-    assert e["objective"] == "mdlm" and e["split"] == "val" and e["n_levels"] == 16
+    # 8 levels (and 4 for the quadrature's error) take half the time of 16: on a 600-step model they gave 6.034
+    # nats/token against 6.036 at 16 levels, far inside the margin to 0.99x the unigram entropy (about 0.05)
+    assert e["objective"] == "mdlm" and e["split"] == "val" and e["n_levels"] == 8
     assert e["nats_per_token"] < 0.99 * e["unigram_nats_per_token"], e  # it uses context: below the unigram entropy
     assert e["quadrature_error"] < 0.02, e
 

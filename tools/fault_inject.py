@@ -29,7 +29,9 @@ TRAINERS = ("mdlm", "ddp", "dflash", "eagle3")
 MODEL_DIR = {"mdlm": "inference", "ddp": "inference", "dflash": "draft", "eagle3": "draft"}  # what each one exports
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2"]
 EXE = str(Path(sys.executable).parent / "mdlm-kit")
+CHAT_PROMPTS = 36  # the chat job answers this many prompts, 18 batches of 2
 ENV = {**os.environ, "TOKENIZERS_PARALLELISM": "false", "GRADIO_ANALYTICS_ENABLED": "False", "OMP_NUM_THREADS": "1"}
+ENV["PYTHONFAULTHANDLER"] = "1"  # a process that aborts (SIGABRT) prints every thread's Python stack first
 
 
 def tiny_toml(corpus: Path, steps: int) -> str:
@@ -105,7 +107,7 @@ def commands(job: str, paths: dict, out: Path) -> tuple[list, list]:
             "--target",
             t,
             "--num-prompts",
-            "60",
+            str(CHAT_PROMPTS),
             "--output",
             str(out / "chat.jsonl"),
             "--batch-size",
@@ -162,7 +164,7 @@ def finished(job: str, out: Path) -> bool:
         ip = out / "index.json"
         return ip.is_file() and json.loads(ip.read_text()).get("complete", False)
     f = out / "chat.jsonl"
-    return f.is_file() and len(f.read_text().splitlines()) >= 60
+    return f.is_file() and len(f.read_text().splitlines()) >= CHAT_PROMPTS
 
 
 def done_fraction(job: str, out: Path, ref: Path) -> float:
@@ -190,7 +192,7 @@ def timed_run(cmd, marker: Path) -> tuple[float, float]:
             first = time.perf_counter() - t0
         time.sleep(0.02)
     if p.returncode:
-        raise RuntimeError(f"{' '.join(cmd[1:3])} failed ({p.returncode}):\n{p.stderr.read()[-2000:]}")
+        raise RuntimeError(f"{' '.join(cmd[1:3])} failed ({p.returncode}):\n{p.stderr.read()[-6000:]}")
     total = time.perf_counter() - t0
     return (first if first is not None else total / 2), total
 
@@ -198,7 +200,7 @@ def timed_run(cmd, marker: Path) -> tuple[float, float]:
 def run(cmd, timeout=600):
     r = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     if r.returncode:
-        raise RuntimeError(f"{' '.join(cmd[1:3])} failed ({r.returncode}):\n{r.stderr[-2000:]}")
+        raise RuntimeError(f"{' '.join(cmd[1:3])} failed ({r.returncode}):\n{r.stderr[-6000:]}")
     return r
 
 

@@ -89,7 +89,9 @@ def cmd_train(args):
         cfg, args.output_dir, resume=args.resume, max_run_steps=args.max_run_steps, progress=not args.no_progress
     )
     trainer.run()
-    leave_process_group(trainer.world)
+    world = trainer.world
+    del trainer  # its DDP wrapper holds the process group: let go of it before leaving the group
+    leave_process_group(world)
 
 
 def _add_train(sub):

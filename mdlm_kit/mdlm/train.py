@@ -6,6 +6,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/train.html.md"""
 
 # %% ../../nbs/11_train.ipynb #fb526fd5
 from __future__ import annotations
+import gc
 import importlib
 import math
 import os
@@ -162,8 +163,11 @@ def _barrier(world: int):
 
 
 def leave_process_group(world: int):
-    "After a run: wait for every process (the first may still be writing its last checkpoint), then leave the group."
+    """After a run, once the caller has let go of its trainer: wait for every process (the first may still be writing
+    its last checkpoint), then leave the group. A DDP wrapper still alive would hold the group until the interpreter
+    shuts down, so what is unreachable is collected first."""
     if world > 1 and dist.is_initialized():
+        gc.collect()
         dist.barrier()
         dist.destroy_process_group()
 
