@@ -25,9 +25,8 @@ def mdlm_kit(args, processes: int = 1):
         timeout=600,
         env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"},
     )
-    assert r.returncode == 0, (
-        r.stdout[-3000:] + r.stderr[-6000:]
-    )  # a torchrun failure: its workers' stacks, then its own
+    # a torchrun failure prints its workers' stacks (PYTHONFAULTHANDLER) before its own traceback: keep both
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-6000:]
     return r
 
 
