@@ -91,8 +91,8 @@ def score_split(
     (and for a registered objective, its own bound; `cfg`: the run's config, for a model that has no inference
     config yet)."""
     dev = next(model.parameters()).device
-    n = data.meta[f"n_{split}_blocks"] if max_blocks is None else min(max_blocks, data.meta[f"n_{split}_blocks"])
-    batches = [b.to(dev) for b in data.batches(split, batch_size, n)]
+    batches = [b.to(dev) for b in data.batches(split, batch_size, max_blocks)]
+    n = sum(len(b) for b in batches)  # the blocks scored
     if objective == "ar":
         res = ar_nll(model, batches, data.meta["eos_token_id"], autocast_ctx)
     elif objective != "mdlm":  # an objective registered by another lesson: its own deterministic bound
