@@ -2,8 +2,9 @@
 
 Each notebook is opened in a copy of `nbs/`, run with Run All, saved, and read back: no cell may end in an error,
 and every cell must have run. In the widgets notebook every explorer must show a figure with drawn pixels after
-Run All and again after each of its controls is moved. Cells with a flag nbdev-test skips (`tst_flags`: `notest`,
-`slow`; hours of training, a server that blocks) are made raw in the copy, so Run All skips them as nbdev-test does.
+Run All and again after each of its controls is moved. The cells nbdev-test leaves out (a `tst_flags` flag: `notest`,
+`slow`, hours of training, a server that blocks; the `nbdev_export()` call that ends each lesson) are made raw in the
+copy, so Run All runs what nbdev-test runs.
 
 On an x86 machine the course runs as an AVX2 laptop would run it (`LAPTOP_CPU`: the CPU probe's answer, and ATen's
 and oneDNN's kernels held to AVX2), the most common learner's CPU: this is the one run of every lesson in `make test`,
@@ -56,14 +57,21 @@ def _free_port() -> int:
 TEST_FLAGS = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["nbdev"]["tst_flags"].split()
 
 
-def _skip_notest_cells(nb_path: Path):
+def _skip_what_nbdev_test_skips(nb_path: Path):
+    """Make raw every code cell that nbdev-test leaves out (its flags, `eval: false`, the `nbdev_export()` call at the
+    end of each lesson), so Run All runs what nbdev-test runs; the others start unnumbered (`_RUN_ENDED` reads the
+    numbers)."""
+    from nbdev.test import nb_test_cells
+
+    runs = {c.id for c in nb_test_cells(nb_path, TEST_FLAGS)}
     nb = json.loads(nb_path.read_text())
     for c in nb["cells"]:
-        flags = {l.replace("#|", "").strip() for l in "".join(c["source"]).splitlines() if l.startswith("#|")}
-        if c["cell_type"] == "code" and flags & set(TEST_FLAGS):
+        if c["cell_type"] == "code" and c["id"] not in runs:
             c["cell_type"] = "raw"
             for k in ("outputs", "execution_count"):
                 c.pop(k, None)
+        elif c["cell_type"] == "code":
+            c["execution_count"] = None
     nb_path.write_text(json.dumps(nb, indent=1))
 
 
@@ -78,7 +86,7 @@ def lab(tmp_path_factory):
         src = ROOT / name
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
     for nb in (work / "nbs").glob("*.ipynb"):
-        _skip_notest_cells(nb)
+        _skip_what_nbdev_test_skips(nb)
     settings = work / "lab-settings"
     for rel, value in LAB_SETTINGS.items():
         (settings / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -148,11 +156,13 @@ _KERNEL_IDLE = f"""() => {{
     const w = {_CURRENT};
     const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
     return !!k && k.status === 'idle' && w.content.widgets.length > 0; }}"""
-# Run All marks every code cell [*] at once; it has ended when no prompt shows [*] and the kernel is idle
+# Run All marks every code cell [*] at once; it has ended when a cell has its number (the copies start with none), no
+# prompt shows [*] and the kernel is idle (a cell that fails clears the rest of the queue)
 _RUN_ENDED = f"""() => {{
     const w = {_CURRENT};
-    const busy = [...w.content.node.querySelectorAll('.jp-InputPrompt')].some(p => p.textContent.includes('*'));
-    return !busy && w.sessionContext.session.kernel.status === 'idle'; }}"""
+    const prompts = [...w.content.node.querySelectorAll('.jp-InputPrompt')].map(p => p.textContent);
+    const busy = prompts.some(t => t.includes('*')), ran = prompts.some(t => /[0-9]/.test(t));
+    return ran && !busy && w.sessionContext.session.kernel.status === 'idle'; }}"""
 
 
 def open_lab(page, url: str):
@@ -172,8 +182,7 @@ def run_all(page, name: str, timeout_s: float) -> float:
     page.wait_for_function(_KERNEL_IDLE, timeout=120_000)
     t0 = time.time()
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-    page.wait_for_timeout(500)
-    page.wait_for_function(_RUN_ENDED, timeout=timeout_s * 1000, polling=500)
+    page.wait_for_function(_RUN_ENDED, timeout=timeout_s * 1000, polling=100)
     seconds = time.time() - t0
     page.evaluate("async () => { await window.jupyterapp.commands.execute('docmanager:save'); }")
     return seconds
