@@ -78,6 +78,7 @@ nbtest labtest: export FROM_SCRATCH_STEPS ?= 150
 nbtest labtest: export OMP_NUM_THREADS ?= 1
 nbtest labtest: export LESSON_DRAFTER_PROMPTS ?= 2
 nbtest labtest: export LESSON_DRAFTER_STEPS ?= 2
+nbtest labtest: export LESSON_DRAFTER_TOKENS ?= 24
 nbtest: install
 	$(BIN)/nbdev-test --n-workers 2 --timing
 

@@ -5,8 +5,9 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("FROM_SCRATCH_STEPS", "150")  # lesson 1 trains for 3 minutes; its checks run on 150 steps
-os.environ.setdefault("LESSON_DRAFTER_PROMPTS", "2")  # lesson 21 trains a SmolLM2 drafter on 12 answers for 60 steps;
-os.environ.setdefault("LESSON_DRAFTER_STEPS", "2")  # its checks run on 2 answers and 2 steps
+os.environ.setdefault("LESSON_DRAFTER_PROMPTS", "2")  # lesson 21 trains a SmolLM2 drafter on 12 answers of 64 tokens
+os.environ.setdefault("LESSON_DRAFTER_STEPS", "2")  # for 60 steps and decodes one answer with it; its checks run on 2
+os.environ.setdefault("LESSON_DRAFTER_TOKENS", "24")  # answers of 24 tokens and 2 steps
 # compiled kernels of this run only: a cache left by a run under other CPU settings (ATEN_CPU_CAPABILITY, say) is not
 # reused (a CI run once aborted inside a cached Inductor kernel after an AVX2-emulated run on the same machine)
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="mdlm_kit_inductor_"))
