@@ -14,7 +14,7 @@ export TOKENIZERS_PARALLELISM := false
 
 help:
 	@echo "make quickstart  - set up .venv, train the small default MDLM on the embedded corpus, print samples"
-	@echo "make test        - set up .venv, run ruff, pytest (incl. slow: every lesson runs once, in JupyterLab), the lab pages, and the sync check"
+	@echo "make test        - set up .venv, run ruff, pytest (incl. slow: every lesson once in JupyterLab, the CPU-probe lessons again as arm64), the lab pages, the sync check"
 	@echo "make test-fast   - the same without the slow end-to-end tests (the lessons then run under nbdev-test): a few minutes"
 	@echo "make lint        - ruff: the formatter's layout, lines <= 120 characters, no statements joined with ';'"
 	@echo "make readme      - regenerate README.md from nbs/index.ipynb"
@@ -43,9 +43,10 @@ browser:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "warning: no /usr/bin/chromium; the browser tests will fail: run 'sudo apt-get install -y chromium'"; fi; }
 
-# each notebook runs once: `make test` runs the lessons in JupyterLab (tests/test_jupyterlab.py, slow; on x86 as an AVX2
-# laptop would) and the lab pages under nbdev-test; `make test-fast` skips the slow tests, so it runs the lessons under
-# nbdev-test on this CPU as it is
+# each notebook runs once on each CPU the suite stands in for: `make test` runs every lesson in JupyterLab
+# (tests/test_jupyterlab.py, slow; on x86 as an AVX2 laptop would), the lessons whose code asks the CPU probe once more
+# as an arm64 CPU would (tests/test_cpu_paths.py, slow), and the lab pages under nbdev-test; `make test-fast` skips the
+# slow tests, so it runs the lessons under nbdev-test on this CPU as it is
 test: install browser lint pytest labtest check-sync
 
 test-fast: install browser lint bytecode
