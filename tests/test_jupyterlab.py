@@ -7,8 +7,9 @@ Run All and again after each of its controls is moved. The cells nbdev-test leav
 copy, so Run All runs what nbdev-test runs.
 
 On an x86 machine the course runs as an AVX2 laptop would run it (`LAPTOP_CPU`: the CPU probe's answer, and ATen's
-and oneDNN's kernels held to AVX2), the most common learner's CPU: this is the one run of every lesson in `make test`,
-and it is what catches a lesson that only works with AVX-512. `make test-fast` runs the lessons on this CPU as it is.
+and oneDNN's kernels held to AVX2), the most common learner's CPU: this is the one run of every lesson in `make test`
+(the lessons that ask the CPU probe run once more as an arm64 CPU, tests/test_cpu_paths.py), and it is what catches a
+lesson that only works with AVX-512. `make test-fast` runs the lessons on this CPU as it is.
 """
 
 import base64
