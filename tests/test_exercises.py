@@ -3,6 +3,7 @@ check can fail. A lesson's checks are the `check_*` functions of the cell after 
 solutions are the collapsed cells (`jupyter.source_hidden`)."""
 
 import importlib
+import itertools
 import json
 import math
 import re
@@ -46,6 +47,16 @@ def _coin_flips(x, t):  # the notebook's own `corrupt`: a random number of masks
     return torch.where(masked, MASK, x), masked
 
 
+def _two_copy(L, b, leak=False, causal_block=False):  # the lesson's mask with one rule changed
+    blk = torch.arange(L) // b
+    mask = torch.zeros(2 * L, 2 * L, dtype=torch.bool)
+    own = blk[:, None] == blk[None, :]
+    mask[:L, :L] = own & (torch.arange(L)[None] <= torch.arange(L)[:, None]) if causal_block else own
+    mask[:L, L:] = blk[None, :] <= blk[:, None] if leak else blk[None, :] < blk[:, None]
+    mask[L:, L:] = blk[None, :] <= blk[:, None]
+    return mask
+
+
 WRONG = {
     "22a_self_draft": {
         "check_rows_per_forward": [lambda k, b: 1 + k + b, lambda k, b: (k + 1) * b],  # one block; no chain
@@ -69,6 +80,23 @@ WRONG = {
             lambda p, n, b: [(i, i + b) for i in range(0, n, b)],  # forgets the prompt
             lambda p, n, b: [(p + i, p + i + b - 1) for i in range(0, n, b)],
         ],
+    },
+    "13_block_diffusion": {
+        "check_two_copy_mask": [
+            lambda L, b: _two_copy(L, b, leak=True),  # a noised token sees its own clean block: its answer
+            lambda L, b: _two_copy(L, b, causal_block=True),  # left to right inside a block: not diffusion
+        ],
+        "check_block_nelbo": [
+            lambda ce, b: (
+                sum(  # no b/m weight: the mean masked count's loss, not the bound
+                    sum(ce(frozenset(S)) for S in itertools.combinations(range(b), m)) / math.comb(b, m)
+                    for m in range(1, b + 1)
+                )
+                / b
+            ),
+            lambda ce, b: ce(frozenset(range(b))),  # every token masked: one level only
+        ],
+        "check_attended_pairs": [lambda L, b: L * (L + 1), lambda L, b: L * (L + b) // 2],
     },
     "15_speculative": {
         "check_accept": [lambda p, q, d: float(p[d] / q[d]), lambda p, q, d: float(p[d])],
@@ -128,6 +156,8 @@ ANSWER |= {"check_accept": "accept_prob", "check_residual": "residual", "check_t
 ANSWER |= {"check_decay": "decay", "check_block_sees": "block_sees"}
 ANSWER |= {"check_ttt_mask": "ttt_mask", "check_step_weights": "step_weights"}
 ANSWER |= {"check_rope_score": "rope_score", "check_sees": "sees", "check_epochs": "epochs"}
+ANSWER |= {"check_two_copy_mask": "two_copy_mask", "check_block_nelbo": "block_nelbo"}
+ANSWER |= {"check_attended_pairs": "attended_pairs"}
 ANSWER |= {"check_speedup": "speedup", "check_tau_from_cycles": "tau_from_cycles", "check_rows_per_forward": "rows"}
 
 
