@@ -671,3 +671,33 @@ def test_a_flag_that_means_the_same_reads_the_same_in_every_command():
     assert sorted(shared["--log-interval"]) == sorted(
         ["quickstart", "train", "sweep", "adapt", "train-dflash", "train-eagle3"]
     )
+
+
+def test_a_weight_average_is_what_is_scored_exported_and_resumed(trained, tmp_path, corpus_file, capsys):
+    "training.ema_decay: training is unchanged, evaluation and the export use the average, and a resume continues it."
+    from conftest import tiny_toml
+    from mdlm_kit.mdlm.sampling import load_inference
+
+    cfg = tmp_path / "ema.toml"
+    cfg.write_text(tiny_toml(corpus_file, "training.ema_decay=0.5"))
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert run(["train", "--config", cfg, "--output-dir", full, "--no-progress"], capsys)[0] == 0
+    assert [e["loss"] for e in read_events(full, "train")] == [e["loss"] for e in read_events(trained, "train")]
+    scored = [e["elbo_nats_per_token"] for e in read_events(full, "validation")]
+    assert scored != [e["elbo_nats_per_token"] for e in read_events(trained, "validation")]  # another set of weights
+    ckpt = torch.load(full / "checkpoints" / "step_00000006.pt", weights_only=True)
+    model, _ = load_inference(full / "inference", "cpu")  # exported in bf16
+    params = [p for p in model.parameters() if p.is_floating_point()]
+    assert ckpt["ema"]["decay"] == 0.5 and len(ckpt["ema"]["avg"]) == len(params)
+    bf16 = lambda t: t.to(torch.bfloat16)
+    assert all(torch.equal(bf16(p), bf16(a)) for p, a in zip(params, ckpt["ema"]["avg"]))  # the export is the average
+    last = dict(model.named_parameters())
+    assert any(not torch.equal(bf16(last[k]), bf16(v)) for k, v in ckpt["model"].items() if k in last)
+    args = ["train", "--config", cfg, "--output-dir", part, "--no-progress"]
+    assert run([*args, "--max-run-steps", "3"], capsys)[0] == 0
+    assert run([*args, "--resume"], capsys)[0] == 0
+    again = torch.load(part / "checkpoints" / "step_00000006.pt", weights_only=True)
+    assert all(torch.equal(a, b) for a, b in zip(ckpt["ema"]["avg"], again["ema"]["avg"]))
+    assert [e["elbo_nats_per_token"] for e in read_events(part, "validation")] == scored
+    refused_resume(capsys, trained, "training.ema_decay=0.5", "training.ema_decay")  # a run without one
+    expect_error(capsys, [*args, "--set", "training.ema_decay=1"], "training.ema_decay", "must be in [0, 1)")

@@ -417,7 +417,8 @@ def _csv(text: str, kind, flag: str) -> list:
 def sweep_row(trainer, data: PackedData, objective: str, block, seed: int, fraction: float, seconds: float, levels=16):
     "One run at its budget, scored on the whole validation split (the bounds at `levels` noise levels, as `eval`)."
     tc, ds = trainer.cfg.training, trainer.cfg.data
-    score = score_split(trainer.model, data, objective, split="val", n_levels=levels, cfg=trainer.cfg)
+    with trainer.averaged():  # the weights the run is judged by (training.ema_decay)
+        score = score_split(trainer.model, data, objective, split="val", n_levels=levels, cfg=trainer.cfg)
     seen = trainer.step * tc.batch_size * tc.gradient_accumulation_steps * data.block_size
     unique = max(1, int(data.meta["n_train_blocks"] * ds.train_fraction)) * data.block_size
     return {

@@ -95,6 +95,9 @@ class TrainingConfig:
     beta2: float = setting(0.98, "AdamW beta2")
     adam_eps: float = setting(1e-8, "AdamW epsilon")
     max_grad_norm: float = setting(1.0, "clip the global gradient norm to this (0: no clipping)")
+    ema_decay: float = setting(
+        0.0, "evaluate and export an exponential moving average of the weights with this decay (0: the last weights)"
+    )
     optimizer: str = setting("adamw", "adamw, or adamw_8bit (bitsandbytes, CUDA)")
     sampling_eps: float = setting(1e-3, "noise levels are drawn from U(eps, 1)")
     antithetic_sampling: bool = setting(True, "spread a batch's noise levels evenly over (eps, 1)")
@@ -202,6 +205,7 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
     for k in ("log_interval", "eval_interval", "save_interval", "keep_last", "eval_batches", "eval_noise_levels"):
         _check(getattr(t, k) > 0, f"training.{k}", "must be > 0")
     _check(t.max_grad_norm >= 0, "training.max_grad_norm", "must be >= 0 (0 disables clipping)")
+    _check(0 <= t.ema_decay < 1, "training.ema_decay", "must be in [0, 1) (0: no average; 0.999 averages ~1,000 steps)")
     _check(cfg.device.split(":")[0] in DEVICE_CHOICES, "device", f"must be one of {DEVICE_CHOICES}")
     _check(canonical_precision(cfg.precision) in PRECISION_CHOICES, "precision", f"must be one of {PRECISION_CHOICES}")
     return cfg

@@ -7,6 +7,7 @@ Docs: https://mdlm-kit.github.io/mdlm_kit/loop.html.md"""
 # %% ../../nbs/10_loop.ipynb #f0057c49
 from __future__ import annotations
 import math
+from contextlib import contextmanager
 import time
 from pathlib import Path
 import torch
@@ -16,7 +17,7 @@ from .config import ConfigError, config_mismatches
 from .device import KitError, compile_stats, get_rng_state, memory_stats, set_rng_state, synchronize
 
 # %% auto #0
-__all__ = ['ResumeError', 'check_resume', 'EventLog', 'TrainLoop', 'host_records']
+__all__ = ['ResumeError', 'check_resume', 'EventLog', 'TrainLoop', 'host_records', 'WeightAverage']
 
 # %% ../../nbs/10_loop.ipynb #4827490f
 class ResumeError(ConfigError, CheckpointError):
@@ -262,3 +263,45 @@ def host_records(recs: list[dict]) -> list[dict]:
         out[i][k] = flat[j] if recs[i][k].dim() == 0 else flat[j : j + n]
         j += n
     return out
+
+# %% ../../nbs/10_loop.ipynb #54a1c48e
+class WeightAverage:
+    "An exponential moving average (fp32) of `module`'s floating-point parameters, updated after each optimizer step."
+
+    def __init__(self, module: torch.nn.Module, decay: float):
+        if not 0 < decay < 1:
+            raise ConfigError(f"a weight average's decay must be in (0, 1), not {decay}; 0.999 averages ~1,000 steps.")
+        self.decay = decay
+        self.params = [p for p in module.parameters() if p.is_floating_point()]
+        self.avg = [p.detach().float().clone() for p in self.params]  # starts at the initial weights
+
+    @torch.no_grad()
+    def update(self):
+        "avg <- decay avg + (1 - decay) weights, for every parameter at once."
+        torch._foreach_lerp_(self.avg, [p.detach().float() for p in self.params], 1 - self.decay)
+
+    @contextmanager
+    def applied(self):
+        "Inside, the module's parameters hold the average (in their own dtype); afterwards their own values again."
+        saved = [p.detach().clone() for p in self.params]
+        with torch.no_grad():
+            torch._foreach_copy_(self.params, [a.to(p.dtype) for a, p in zip(self.avg, self.params)])
+        try:
+            yield self
+        finally:
+            with torch.no_grad():
+                torch._foreach_copy_(self.params, saved)
+
+    def state_dict(self) -> dict:
+        return {"decay": self.decay, "avg": [a.clone() for a in self.avg]}
+
+    def load_state_dict(self, state: dict):
+        "Continue a saved average; refused if it was kept for other parameters or with another decay."
+        avg = state["avg"]
+        if state["decay"] != self.decay or [a.shape for a in avg] != [a.shape for a in self.avg]:
+            raise CheckpointError(
+                f"the checkpoint's weight average (decay {state['decay']}, {len(avg)} tensors) does not fit this "
+                f"run's (decay {self.decay}, {len(self.avg)} tensors)."
+            )
+        for a, s in zip(self.avg, avg):
+            a.copy_(s)

@@ -10,6 +10,7 @@ import gc
 import importlib
 import math
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable
@@ -34,7 +35,7 @@ from mdlm_kit.core.device import (
     to_device,
 )
 from ..core.layers import lr_schedule, make_optimizer
-from ..core.loop import EventLog, TrainLoop, check_resume
+from ..core.loop import EventLog, TrainLoop, WeightAverage, check_resume
 from ..core.device import host_value
 from ..text.data import DataError, DeterministicBatchSampler, PackedData, prepare_data
 from .diffusion import ar_loss, ar_nll, corrupt, diffusion_loss, elbo_bound, mask_counts, sample_times
@@ -300,6 +301,7 @@ def _setup(self: Trainer):
         self.model, tc.learning_rate, tc.weight_decay, betas, tc.adam_eps, tc.optimizer, self.device
     )
     self.scaler = make_grad_scaler(self.precision)
+    self.ema = WeightAverage(self.model, tc.ema_decay) if tc.ema_decay else None  # evaluated and exported when set
     n_train = max(1, int(self.data.meta["n_train_blocks"] * cfg.data.train_fraction))  # the blocks it may see
     # the global batch: each process trains its own `batch_size` rows of every micro-batch
     self.sampler = DeterministicBatchSampler(n_train, tc.batch_size * self.world, tc.seed)
@@ -307,6 +309,8 @@ def _setup(self: Trainer):
     self.restore(state, existing, "model/optimizer")
     if state is not None:
         self._note_schedule(state)
+        if self.ema is not None:  # the config check above made sure the checkpoint kept one with this decay
+            self.ema.load_state_dict(state["ema"])
     self.val_batches = self.data.batches("val", tc.batch_size, tc.eval_batches * tc.batch_size)
 
 
@@ -368,9 +372,17 @@ def train_step(self: Trainer) -> dict:
 
     loss, _ = self.accumulate(A, micro_loss)
     gn = self.update(tc.max_grad_norm, loss)  # a non-finite loss updates nothing (`settle` deals with it at the log)
+    if self.ema is not None:
+        self.ema.update()
     n = counts["n_masked"]
     acc = counts["n_correct"] / (n.clamp_min(1) if isinstance(n, torch.Tensor) else max(n, 1))
     return {"loss": loss, "lr": lr, "grad_norm": gn, "masked_acc": acc}
+
+# %% ../../nbs/11_train.ipynb #eb8d92cf
+@patch
+def averaged(self: Trainer):
+    "A context in which the model holds the weights it is judged by: the `training.ema_decay` average, or its own."
+    return self.ema.applied() if self.ema is not None else nullcontext()
 
 # %% ../../nbs/11_train.ipynb #6ba0c486
 @patch
@@ -378,7 +390,7 @@ def evaluate(self: Trainer) -> dict:
     "The deterministic ELBO bound (AR: the exact NLL) on the fixed validation batches; training RNG untouched."
     batches = [b.to(self.device) for b in self.val_batches]
     ctx = autocast(self.precision)
-    with sdpa_context(self.device, self.cfg.forbid_math_sdpa):  # the kernels training runs with
+    with self.averaged(), sdpa_context(self.device, self.cfg.forbid_math_sdpa):  # the kernels training runs with
         if self.cfg.training.objective == "ar":
             return ar_nll(self.model, batches, self.data.meta["eos_token_id"], autocast_ctx=ctx)
         tc = self.cfg.training
@@ -439,6 +451,7 @@ def checkpoint_extra(self: Trainer) -> dict:
         "config": to_dict(self.cfg),
         "tokenizer_sha256": meta["tokenizer_sha256"],
         "corpus_sha256": meta["corpus_sha256"],
+        **({"ema": self.ema.state_dict()} if self.ema is not None else {}),
     }
 
 
@@ -454,7 +467,8 @@ def export(self: Trainer):
     }
     if self.cfg.training.objective not in ("mdlm", "ar"):
         extra |= objective_hooks(self.cfg.training.objective).extra(self.cfg)
-    self.model.save_pretrained(self.out / "inference", tokenizer=self.data.tokenizer, extra_config=extra)
+    with self.averaged():
+        self.model.save_pretrained(self.out / "inference", tokenizer=self.data.tokenizer, extra_config=extra)
 
 # %% ../../nbs/11_train.ipynb #49cbfda5
 @patch
