@@ -175,3 +175,38 @@ def test_the_second_corpus_takes_the_modern_texts_from_the_archive(tmp_path):
             info.size = len(text.encode())
             tar.addfile(info, io.BytesIO(text.encode()))
     assert modern_texts(archive) == {"tempest_gut.txt": "THE TEMPEST\nAct 1\n"}
+
+
+def test_a_clipped_schedule_trains_on_its_interval_and_scores_the_whole_bound(tmp_path, corpus_file, monkeypatch):
+    """training.sampling_eps_min/max: a training step's times lie in the interval (blocks of 4: 2 or 3 masked of 4),
+    for block diffusion and the MDLM; the evaluation's bound is the same as an unclipped run's, over (eps, 1)."""
+    from conftest import tiny_toml
+    from mdlm_kit.core.config import ConfigError, load_config
+    from mdlm_kit.mdlm import block as bd
+    from mdlm_kit.mdlm.diffusion import mask_counts
+    from mdlm_kit.mdlm.train import Trainer
+
+    seen, real = [], bd.block_corrupt
+    monkeypatch.setattr(bd, "block_corrupt", lambda x, t, *a, **k: seen.append(t.clone()) or real(x, t, *a, **k))
+    sets = ['training.objective="bd3lm"', "training.block_length=4"]
+    clip = ["training.sampling_eps_min=0.26", "training.sampling_eps_max=0.75"]
+    (tmp_path / "c.toml").write_text(tiny_toml(corpus_file, *sets, *clip))
+    tr = Trainer(load_config(tmp_path / "c.toml"), tmp_path / "run", progress=False, log=lambda *a: None)
+    for _ in range(3):
+        tr.train_step()
+    t = torch.cat([s.reshape(-1) for s in seen])
+    assert 0.26 <= float(t.min()) and float(t.max()) <= 0.75
+    assert sorted(set(mask_counts(t, 4).tolist())) == [2, 3]
+    clipped = tr.evaluate()
+    tr.cfg.training.sampling_eps_min, tr.cfg.training.sampling_eps_max = 0.0, 1.0
+    assert tr.evaluate() == clipped  # the bound does not depend on the clip
+    import mdlm_kit.mdlm.train as mt  # the MDLM's trainer draws its times the same way
+
+    drawn, corrupt = [], mt.corrupt
+    monkeypatch.setattr(mt, "corrupt", lambda x, t, *a, **k: drawn.append(t.clone()) or corrupt(x, t, *a, **k))
+    (tmp_path / "m.toml").write_text(tiny_toml(corpus_file, *clip))
+    Trainer(load_config(tmp_path / "m.toml"), tmp_path / "mdlm", progress=False, log=lambda *a: None).train_step()
+    t = torch.cat(drawn)
+    assert 0.26 <= float(t.min()) and float(t.max()) <= 0.75 and len(t) > 1
+    with pytest.raises(ConfigError, match=r"training.sampling_eps_max.*must be in \(0.8, 1\]"):
+        tiny_toml(corpus_file, "training.sampling_eps_min=0.8", "training.sampling_eps_max=0.5")

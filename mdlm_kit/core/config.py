@@ -99,7 +99,11 @@ class TrainingConfig:
         0.0, "evaluate and export an exponential moving average of the weights with this decay (0: the last weights)"
     )
     optimizer: str = setting("adamw", "adamw, or adamw_8bit (bitsandbytes, CUDA)")
-    sampling_eps: float = setting(1e-3, "noise levels are drawn from U(eps, 1)")
+    sampling_eps: float = setting(1e-3, "the lowest noise level, in training and in the bound (which scores (eps, 1))")
+    sampling_eps_min: float = setting(
+        0.0, "training draws noise levels from U(max(eps, min), max): BD3-LM's clipped schedule (lesson 13)"
+    )
+    sampling_eps_max: float = setting(1.0, "the highest noise level training draws (below 1: a clipped schedule)")
     antithetic_sampling: bool = setting(True, "spread a batch's noise levels evenly over (eps, 1)")
     masking: str = setting("exact", "exact (ceil(t L) tokens a sequence) or bernoulli (each token with probability t)")
     seed: int = setting(1337, "seed for data order, noise and init")
@@ -202,6 +206,11 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
         f"must be >= 1 and divide data.block_size={d.block_size} (the sequence is cut into whole blocks)",
     )
     _check(0 < t.sampling_eps < 1, "training.sampling_eps", "must be in (0, 1)")
+    lo = max(t.sampling_eps, t.sampling_eps_min)  # where training's noise levels start
+    _check(0 <= t.sampling_eps_min < 1, "training.sampling_eps_min", "must be in [0, 1)")
+    _check(
+        lo < t.sampling_eps_max <= 1, "training.sampling_eps_max", f"must be in ({lo}, 1] (above where training starts)"
+    )
     for k in ("log_interval", "eval_interval", "save_interval", "keep_last", "eval_batches", "eval_noise_levels"):
         _check(getattr(t, k) > 0, f"training.{k}", "must be > 0")
     _check(t.max_grad_norm >= 0, "training.max_grad_norm", "must be >= 0 (0 disables clipping)")

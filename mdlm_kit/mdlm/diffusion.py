@@ -19,16 +19,17 @@ __all__ = ['sample_times', 'corrupt', 'mask_counts', 'masked_positions', 'gather
 
 # %% ../../nbs/07_diffusion.ipynb #4dc57e7d
 def sample_times(
-    n: int, eps: float = 1e-3, antithetic: bool = True, generator: torch.Generator | None = None
+    n: int, eps: float = 1e-3, antithetic: bool = True, generator: torch.Generator | None = None, eps_max: float = 1.0
 ) -> torch.Tensor:
-    "n diffusion times in [eps, 1]; `antithetic` puts exactly one in each of n equal strata (in shuffled order)."
+    """n diffusion times in [eps, eps_max] (below 1: a clipped schedule, lesson 13); `antithetic` puts exactly one in
+    each of n equal strata (in shuffled order)."""
     u = torch.rand(
         n, generator=generator, dtype=torch.float64, device="cpu"
     )  # the CPU generator's stream on every device
     if antithetic:
         u = (u + torch.arange(n, dtype=torch.float64, device="cpu")) / n
         u = u[torch.randperm(n, generator=generator, device="cpu")]
-    return ((1 - eps) * u + eps).float()
+    return ((eps_max - eps) * u + eps).float()
 
 
 def corrupt(
