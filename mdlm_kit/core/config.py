@@ -154,9 +154,7 @@ def _check(cond: bool, key: str, msg: str):
         raise ConfigError(f"config key '{key}': {msg}")
 
 
-def validate(cfg: ExperimentConfig) -> ExperimentConfig:
-    "Check ranges and cross-section relations; returns `cfg` or raises `ConfigError` naming the key."
-    m, d, t = cfg.model, cfg.data, cfg.training
+def _check_model(m: ModelConfig):
     for k in ("n_layer", "n_head", "d_model", "max_seq_len"):
         _check(getattr(m, k) > 0, f"model.{k}", "must be > 0")
     _check(m.d_model % m.n_head == 0, "model.n_head", f"must divide model.d_model={m.d_model}")
@@ -176,11 +174,17 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
         "model.mask_token_id",
         f"must be < model.vocab_size={m.vocab_size}",
     )
+
+
+def _check_data(d: DataConfig, m: ModelConfig):
     _check(d.block_size >= 8, "data.block_size", "must be >= 8")
     _check(d.block_size <= m.max_seq_len, "data.block_size", f"must be <= model.max_seq_len={m.max_seq_len}")
     _check(0 < d.val_fraction < 0.5, "data.val_fraction", "must be in (0, 0.5)")
     _check(0 < d.train_fraction <= 1, "data.train_fraction", "must be in (0, 1]")
     _check(d.tokenizer_vocab_size >= 300, "data.tokenizer_vocab_size", "must be >= 300 (256 bytes + specials + merges)")
+
+# %% ../../nbs/03_config.ipynb #6387d6f6
+def _check_training(t: TrainingConfig, d: DataConfig):
     _check(t.max_steps > 0, "training.max_steps", "must be > 0")
     _check(t.batch_size > 0, "training.batch_size", "must be > 0")
     _check(t.gradient_accumulation_steps > 0, "training.gradient_accumulation_steps", "must be > 0")
@@ -215,6 +219,13 @@ def validate(cfg: ExperimentConfig) -> ExperimentConfig:
         _check(getattr(t, k) > 0, f"training.{k}", "must be > 0")
     _check(t.max_grad_norm >= 0, "training.max_grad_norm", "must be >= 0 (0 disables clipping)")
     _check(0 <= t.ema_decay < 1, "training.ema_decay", "must be in [0, 1) (0: no average; 0.999 averages ~1,000 steps)")
+
+
+def validate(cfg: ExperimentConfig) -> ExperimentConfig:
+    "Check ranges and cross-section relations; returns `cfg` or raises `ConfigError` naming the key."
+    _check_model(cfg.model)
+    _check_data(cfg.data, cfg.model)
+    _check_training(cfg.training, cfg.data)
     _check(cfg.device.split(":")[0] in DEVICE_CHOICES, "device", f"must be one of {DEVICE_CHOICES}")
     _check(canonical_precision(cfg.precision) in PRECISION_CHOICES, "precision", f"must be one of {PRECISION_CHOICES}")
     return cfg
