@@ -104,7 +104,7 @@ class TrainingConfig:
         0.0, "training draws noise levels from U(max(eps, min), max): BD3-LM's clipped schedule (lesson 13)"
     )
     sampling_eps_max: float = setting(1.0, "the highest noise level training draws (below 1: a clipped schedule)")
-    antithetic_sampling: bool = setting(True, "spread a batch's noise levels evenly over (eps, 1)")
+    antithetic_sampling: bool = setting(True, "spread a batch's noise levels evenly over the interval training draws")
     masking: str = setting("exact", "exact (ceil(t L) tokens a sequence) or bernoulli (each token with probability t)")
     seed: int = setting(1337, "seed for data order, noise and init")
     log_interval: int = setting(10, "steps between train events")
