@@ -120,6 +120,11 @@ class TrainingConfig:
     block_length: int = setting(4, "bd3lm: tokens per diffusion block (1: autoregressive; the sequence: the MDLM)")
     compile: bool = setting(False, "torch.compile the training forward and backward (the first step compiles)")
 
+    @property
+    def noise_interval(self) -> tuple[float, float]:
+        "Where training draws its noise levels: (eps, 1), or a clipped interval (lesson 13)."
+        return max(self.sampling_eps, self.sampling_eps_min), self.sampling_eps_max
+
 # %% ../../nbs/03_config.ipynb #de36887b
 def help_of(cls, name: str) -> str:
     "The help of `cls`'s setting `name`, for a setting of another class that means the same (one wording for both)."
@@ -210,7 +215,7 @@ def _check_training(t: TrainingConfig, d: DataConfig):
         f"must be >= 1 and divide data.block_size={d.block_size} (the sequence is cut into whole blocks)",
     )
     _check(0 < t.sampling_eps < 1, "training.sampling_eps", "must be in (0, 1)")
-    lo = max(t.sampling_eps, t.sampling_eps_min)  # where training's noise levels start
+    lo = t.noise_interval[0]  # where training's noise levels start
     _check(0 <= t.sampling_eps_min < 1, "training.sampling_eps_min", "must be in [0, 1)")
     _check(
         lo < t.sampling_eps_max <= 1, "training.sampling_eps_max", f"must be in ({lo}, 1] (above where training starts)"

@@ -132,7 +132,7 @@ def _train_loss(model, x, g, cfg, n_tokens, rows=slice(None)):
     the noise is drawn for all of `x`, and the loss is taken over its `rows` (one process's share)."""
     tc, block, mask_id = cfg.training, cfg.training.block_length, cfg.model.mask_token_id
     B, L = x.shape
-    lo, hi = max(tc.sampling_eps, tc.sampling_eps_min), tc.sampling_eps_max  # a clipped schedule when set
+    lo, hi = tc.noise_interval  # a clipped schedule when set
     t = sample_times(B * (L // block), lo, tc.antithetic_sampling, g, hi).view(B, -1)
     exact = tc.masking == "exact"
     _, masked = block_corrupt(x, t, block, mask_id, g, exact)

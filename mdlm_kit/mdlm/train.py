@@ -357,7 +357,7 @@ def train_step(self: Trainer) -> dict:
     B, A, T = tc.batch_size, tc.gradient_accumulation_steps, self.data.block_size
     G, rows = B * self.world, slice(self.rank * B, (self.rank + 1) * B)  # the global micro-batch; this process's rows
     g = torch.Generator().manual_seed(tc.seed * 1_000_003 + self.step)
-    lo, hi = max(tc.sampling_eps, tc.sampling_eps_min), tc.sampling_eps_max  # (eps, 1) unless clipped (lesson 13)
+    lo, hi = tc.noise_interval  # (eps, 1) unless clipped (lesson 13)
     t = sample_times(G * A, lo, tc.antithetic_sampling, generator=g, eps_max=hi)
     lr = self.set_lr(lr_schedule(self.step, tc.learning_rate, tc.warmup_steps, tc.max_steps, tc.min_lr, tc.decay_steps))
     counts = {"n_masked": 0, "n_correct": 0}
