@@ -74,20 +74,19 @@ def main(argv=None):
     decays = [float(d) for d in a.decays.split(",")]
     meta = PackedData(a.data).meta
     rows, out = [], Path(a.output)
+    record = {  # what does not change from one seed to the next; the rows are added as they come
+        "command": " ".join(["python", "bench/weight_average.py", *(argv or sys.argv[1:])]),
+        "data": {"tokenizer": meta["tokenizer_sha256"], "corpus": meta["corpus_sha256"]},
+        "decays": decays,
+        "machine": machine_summary(),
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
     for seed in [int(s) for s in a.seeds.split(",")]:
         items = [f'training.objective="{a.objective}"', f"training.seed={seed}", f"training.max_steps={a.max_steps}"]
         cfg = apply_overrides(load_config(a.config), a.set + items + [f"data.data_dir={json.dumps(str(a.data))}"])
         rows.append(averaged_run(cfg, a.output_dir / f"{a.objective}_seed{seed}", decays, a.levels))
         print(json.dumps(rows[-1]), flush=True)
-        record = {
-            "command": " ".join(["python", "bench/weight_average.py", *(argv or sys.argv[1:])]),
-            "data": {"tokenizer": meta["tokenizer_sha256"], "corpus": meta["corpus_sha256"]},
-            "decays": decays,
-            "machine": machine_summary(),
-            "rows": rows,
-        }
-        out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out, json.dumps(record, indent=1))
+        atomic_write_text(out, json.dumps(record | {"rows": rows}, indent=1))
 
 
 if __name__ == "__main__":
