@@ -7,6 +7,9 @@ tokenizer, provenance.json); with --output another file of rows (the repetition 
     python tools/ship_block_sweep.py --sweeps runs/sweep_rep05 runs/sweep_rep25 --output repetition_sweep.json
     python tools/ship_block_sweep.py --sweeps runs/sweep_s1 --output shakespeare_sweep.json --merge
 
+A row of a sweep trained with a clipped schedule (`training.sampling_eps_min`/`sampling_eps_max`) records the
+interval its noise levels were drawn from as `noise_interval`, read from the sweep's saved config.
+
 With --merge the rows and commands already shipped in the output file are kept (new seeds beside old ones), and a row
 of the same objective, block, steps, seed and corpus fraction is refused.
 
@@ -24,19 +27,27 @@ ROOT = Path(__file__).resolve().parents[1]
 FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 
 
+def clipped(training: dict) -> dict:
+    "A sweep row's training interval of noise levels, where a clipped schedule (lesson 13) narrowed it; else nothing."
+    lo = max(training["sampling_eps"], training.get("sampling_eps_min", 0.0))
+    hi = training.get("sampling_eps_max", 1.0)
+    return {"noise_interval": [lo, hi]} if training.get("sampling_eps_min", 0.0) > 0 or hi < 1 else {}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sweeps", nargs="+", required=True, help="sweep output directories")
     ap.add_argument("--model", default="", help="the run whose inference directory to ship (none: rows only)")
     ap.add_argument("--output", default="block_sweep.json", help="the file in nbs/data the rows go to")
     ap.add_argument("--merge", action="store_true", help="keep the rows already in the output file (same data only)")
+    ap.add_argument("--note", action="append", default=[], help="a sentence on the runs' provenance (repeatable)")
     args = ap.parse_args()
     rows, commands, data_keys, notes, decays = [], [], set(), [], set()
     for d in map(Path, args.sweeps):
         rec = json.loads((d / "sweep.json").read_text())
         meta = json.loads((d / "data" / "meta.json").read_text())
         data_keys.add((meta["tokenizer_sha256"], meta["corpus_sha256"], meta["n_val_blocks"]))
-        rows += rec["rows"]
+        rows += [r | clipped(rec["config"]["training"]) for r in rec["rows"]]
         commands.append(rec["command"])
         decays.add(rec.get("decay_fraction", 0.0))
     out = ROOT / "nbs" / "data"
@@ -58,6 +69,7 @@ def main():
         "data": dict(zip(("tokenizer", "corpus", "val_blocks"), data_keys.pop())),
         "rows": rows,
     }
+    notes += args.note
     record |= ({"decay_fraction": decays.pop()} if decays != {0.0} else {}) | ({"notes": notes} if notes else {})
     (out / args.output).write_text(json.dumps(record, indent=1) + "\n")
     print(f"{len(rows)} rows into nbs/data/{args.output}")
