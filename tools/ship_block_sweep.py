@@ -27,11 +27,13 @@ ROOT = Path(__file__).resolve().parents[1]
 FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 
 
-def clipped(training: dict) -> dict:
-    "A sweep row's training interval of noise levels, where a clipped schedule (lesson 13) narrowed it; else nothing."
-    lo = max(training["sampling_eps"], training.get("sampling_eps_min", 0.0))
-    hi = training.get("sampling_eps_max", 1.0)
-    return {"noise_interval": [lo, hi]} if training.get("sampling_eps_min", 0.0) > 0 or hi < 1 else {}
+def clipped(config: dict) -> dict:
+    """A sweep row's interval of training noise levels (`TrainingConfig.noise_interval`, lesson 03), where a clipped
+    schedule (lesson 13) narrowed it; else nothing."""
+    from mdlm_kit.core.config import from_dict
+
+    tc = from_dict(config).training
+    return {"noise_interval": list(tc.noise_interval)} if tc.sampling_eps_min > 0 or tc.sampling_eps_max < 1 else {}
 
 
 def main():
@@ -47,7 +49,7 @@ def main():
         rec = json.loads((d / "sweep.json").read_text())
         meta = json.loads((d / "data" / "meta.json").read_text())
         data_keys.add((meta["tokenizer_sha256"], meta["corpus_sha256"], meta["n_val_blocks"]))
-        rows += [r | clipped(rec["config"]["training"]) for r in rec["rows"]]
+        rows += [r | clipped(rec["config"]) for r in rec["rows"]]
         commands.append(rec["command"])
         decays.add(rec.get("decay_fraction", 0.0))
     out = ROOT / "nbs" / "data"
