@@ -49,7 +49,8 @@ def main():
         rec = json.loads((d / "sweep.json").read_text())
         meta = json.loads((d / "data" / "meta.json").read_text())
         data_keys.add((meta["tokenizer_sha256"], meta["corpus_sha256"], meta["n_val_blocks"]))
-        rows += [r | clipped(rec["config"]) for r in rec["rows"]]
+        interval = clipped(rec["config"])  # one config a sweep
+        rows += [r | interval for r in rec["rows"]]
         commands.append(rec["command"])
         decays.add(rec.get("decay_fraction", 0.0))
     out = ROOT / "nbs" / "data"
